@@ -1,0 +1,95 @@
+"""The exceptions cloudzones raises: one root, ``CloudZonesError``, and a small tree below it.
+
+We keep our own tree over the HTTP clients' errors (requests, azure-core, kubernetes) so that
+callers catch one family whatever transport is underneath; the original error is always
+chained as ``__cause__``.
+
+::
+
+    CloudZonesError
+    ├── InvalidZone (ValueError)          a zone id / zone label cannot be parsed
+    ├── InvalidResourceId (ValueError)    malformed provider ID, ARM ID, disk URI, VMSS name
+    ├── ConfigError (ValueError)          a cloud config or setting is invalid
+    ├── InvalidStorageClass (ValueError)  a StorageClass breaks a rule
+    ├── NodeNotFound (LookupError)        the cloud has no instance for that node
+    ├── ZoneUnavailable                   the instance exists but reports neither zone nor fault domain
+    ├── MetadataError                     instance metadata unreachable, refused or malformed
+    ├── CloudApiError                     an ARM call failed (.status, .retry_after)
+    ├── KubeApiError                      a Kubernetes API call failed (.status, .retry_after)
+    │   └── KubeConflict                  409: the object changed under us
+    ├── NoZonedNodes                      a zoned volume must be placed but no zone is known
+    └── NotEnoughCandidates               a placement cannot reach .required (.chosen)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class CloudZonesError(Exception):
+    """Root of every error cloudzones raises on purpose."""
+
+
+class InvalidZone(CloudZonesError, ValueError):
+    """A zone id or zone label cannot be parsed."""
+
+
+class InvalidResourceId(CloudZonesError, ValueError):
+    """A provider ID, ARM resource ID, disk URI or VMSS computer name is malformed."""
+
+
+class ConfigError(CloudZonesError, ValueError):
+    """A configuration value (cloud config, CLI setting, scenario) is invalid."""
+
+
+class InvalidStorageClass(CloudZonesError, ValueError):
+    """A StorageClass breaks a rule; the message names the rule and the offending parameters."""
+
+
+class NodeNotFound(CloudZonesError, LookupError):
+    """The cloud has no instance for that node name or provider ID."""
+
+
+class ZoneUnavailable(CloudZonesError):
+    """The instance exists but reports neither an availability zone nor a fault domain (yet)."""
+
+
+class MetadataError(CloudZonesError):
+    """Instance metadata is unreachable, refused, throttled past the retry budget, or malformed."""
+
+
+class _StatusError(CloudZonesError):
+    """An API call that failed with an HTTP status (when one was received)."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status, or None when no response arrived."""
+        self.retry_after = retry_after
+        """Seconds the server asked us to wait before trying again, when it said so."""
+
+
+class CloudApiError(_StatusError):
+    """An Azure Resource Manager call failed."""
+
+
+class KubeApiError(_StatusError):
+    """A Kubernetes API call failed."""
+
+
+class KubeConflict(KubeApiError):
+    """The object changed since it was read (HTTP 409)."""
+
+
+class NoZonedNodes(CloudZonesError):
+    """A zoned volume must be placed but no zone can be determined."""
+
+
+class NotEnoughCandidates(CloudZonesError):
+    """A placement cannot reach ``required``; ``chosen`` holds the largest valid partial result."""
+
+    def __init__(self, message: str, *, chosen: Sequence[Any], required: int) -> None:
+        super().__init__(message)
+        self.chosen: list[Any] = list(chosen)
+        self.required = required

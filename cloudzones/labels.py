@@ -1,0 +1,24 @@
+"""Well-known label and annotation keys that cloudzones reads and writes."""
+
+from __future__ import annotations
+
+from typing import Final
+
+ZONE: Final = "topology.kubernetes.io/zone"
+REGION: Final = "topology.kubernetes.io/region"
+BETA_ZONE: Final = "failure-domain.beta.kubernetes.io/zone"
+BETA_REGION: Final = "failure-domain.beta.kubernetes.io/region"
+
+#: Set on unzoned Azure VMs, so a fault domain never has to masquerade as a zone
+#: (cloud-provider-azure #10222 proposes the same key).
+FAULT_DOMAIN: Final = "topology.kubernetes.azure.com/fault-domain"
+SUB_FAULT_DOMAIN: Final = "topology.kubernetes.azure.com/sub-fault-domain"
+
+#: The azuredisk CSI driver's own topology key.
+CSI_DISK_ZONE: Final = "topology.disk.csi.azure.com/zone"
+
+#: Nodes carrying ``kubernetes.azure.com/managed=false`` are not managed by the cloud provider.
+AZURE_MANAGED: Final = "kubernetes.azure.com/managed"
+
+ZONE_KEYS: Final = (ZONE, BETA_ZONE)
+REGION_KEYS: Final = (REGION, BETA_REGION)
