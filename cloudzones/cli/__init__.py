@@ -1,0 +1,54 @@
+"""The ``cloudzones`` command line: one module per subcommand, data on stdout, logs on stderr.
+
+Exit codes: 0 success, 1 failure (a ``CloudZonesError``), 2 usage error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from cloudzones import errors
+
+# Each module defines ``register(subparsers)``; the order is the order of ``--help``.
+_COMMAND_MODULES: tuple[str, ...] = (
+)
+
+log = logging.getLogger("cloudzones.cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, with every subcommand registered."""
+    parser = argparse.ArgumentParser(prog="cloudzones", description=__doc__.splitlines()[0])
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="log verbosity on stderr (default WARNING)")
+    parser.add_argument("--log-format", default="text", choices=["text", "json"], help="log line format")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in _COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from cloudzones import logs
+
+    logs.configure(level=args.log_level, fmt=args.log_format)
+    try:
+        code: int = args.handler(args)
+    except errors.CloudZonesError as exc:
+        log.debug("command failed", exc_info=True)
+        print(f"cloudzones {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the console script
+    sys.exit(main())
