@@ -21,6 +21,9 @@ from cloudzones import errors, retry
 
 log = logging.getLogger(__name__)
 
+_MIN_ATTEMPT = 0.05
+"""An attempt with less time than this left is not worth starting."""
+
 
 @dataclasses.dataclass(frozen=True)
 class MetadataSettings:
@@ -78,33 +81,32 @@ class MetadataClient:
         """
         settings = self.settings
         start = self._clock()
-        connect_spent = 0.0
+        connected = False  # until a peer answers, the (shorter) connect budget bounds everything
         delays = settings.backoff.delays()
         last_problem = "no attempt made"
         for attempt in range(1, settings.attempts + 1):
-            elapsed = self._clock() - start
-            remaining = settings.total_budget - elapsed
-            connect_left = settings.connect_budget - connect_spent
-            if remaining <= 0 or connect_left <= 0:
+            budget = settings.total_budget if connected else settings.connect_budget
+            remaining = budget - (self._clock() - start)
+            if remaining < _MIN_ATTEMPT:
                 break
-            connect_timeout = min(settings.connect_timeout, connect_left, remaining)
-            read_timeout = min(settings.read_timeout, remaining)
-            began = self._clock()
+            connect_timeout = min(settings.connect_timeout, remaining)
+            read_timeout = min(settings.read_timeout, settings.total_budget - (self._clock() - start))
             self.calls += 1
             try:
                 raw = self._session.request(method, url, headers=dict(headers), timeout=(connect_timeout, read_timeout),
                                             allow_redirects=False)
             except requests.exceptions.ConnectionError as exc:
                 # ConnectTimeout is a ConnectionError too; a read timeout is not.
-                connect_spent += self._clock() - began
                 last_problem = f"cannot connect ({type(exc).__name__})"
                 wait = next(delays)
             except requests.exceptions.Timeout as exc:
+                connected = True
                 last_problem = f"no answer within {read_timeout:.1f}s ({type(exc).__name__})"
                 wait = next(delays)
             except requests.exceptions.RequestException as exc:
                 raise errors.MetadataError(f"{self.service} request to {url} failed: {exc}") from exc
             else:
+                connected = True
                 response = Response(raw.status_code, raw.text, raw.headers)
                 if accept(raw.status_code) or raw.status_code not in settings.retry_statuses:
                     return response
@@ -116,10 +118,12 @@ class MetadataClient:
                         f"{self.service} answered HTTP {raw.status_code} and asks to wait {wait:.1f}s,"
                         f" beyond the {settings.total_budget:.1f}s budget")
             log.debug("%s attempt %d: %s", self.service, attempt, last_problem)
-            if attempt < settings.attempts:
-                wait = min(wait, max(0.0, settings.total_budget - (self._clock() - start)))
-                if wait > 0:
-                    self._sleep(wait)
+            budget = settings.total_budget if connected else settings.connect_budget
+            left_after_wait = budget - (self._clock() - start) - wait
+            if attempt == settings.attempts or left_after_wait < _MIN_ATTEMPT:
+                break
+            if wait > 0:
+                self._sleep(wait)
         elapsed = self._clock() - start
         raise errors.MetadataError(
             f"{self.service} at {url} did not answer usefully after {elapsed:.1f}s: {last_problem}")
