@@ -14,6 +14,7 @@ from typing import Any
 from azure.core.credentials import TokenCredential
 from azure.core.exceptions import AzureError
 from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.compute import models as compute_models
 
 from providers.azure import arm
 from providers.azure.throttle import ThrottleGate
@@ -50,6 +51,30 @@ def _instance(model: Any) -> Instance:
     return Instance(name=model.name or "", computer_name=computer, location=model.location or "",
                     zones=tuple(model.zones or ()), fault_domain=fault_domain,
                     instance_id=str(getattr(model, "instance_id", "") or ""))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Disk:
+    """A managed disk as provisioning and labelling need it."""
+
+    id: str
+    name: str
+    location: str
+    zones: tuple[str, ...]
+    sku: str
+    size_gib: int
+    managed_by: str
+    provisioning_state: str
+    tags: dict[str, str]
+
+
+def _disk(model: Any) -> Disk:
+    sku_name = getattr(getattr(model, "sku", None), "name", None) or ""
+    return Disk(id=model.id or "", name=model.name or "", location=model.location or "",
+                zones=tuple(model.zones or ()), sku=str(getattr(sku_name, "value", sku_name)),
+                size_gib=int(getattr(model, "disk_size_gb", 0) or 0), managed_by=str(model.managed_by or ""),
+                provisioning_state=str(getattr(model, "provisioning_state", "") or ""), tags=dict(model.tags or {}))
+
 
 
 def _scale_set(model: Any) -> ScaleSet:
@@ -120,6 +145,30 @@ class ComputeApi:
             if arm.is_not_found(exc):
                 return None
             arm.raise_cloud_error(exc, f"list instances of scale set {resource_group}/{scale_set}")
+
+    def get_disk(self, resource_group: str, name: str) -> Disk | None:
+        """A managed disk, or None when ARM says it does not exist."""
+        try:
+            return _disk(self.client.disks.get(resource_group, name))
+        except AzureError as exc:
+            if arm.is_not_found(exc):
+                return None
+            arm.raise_cloud_error(exc, f"get disk {resource_group}/{name}")
+
+    def create_disk(self, resource_group: str, name: str, body: dict[str, Any], *, timeout: float) -> Disk:
+        """PUT a disk and wait (bounded) for the long-running operation to finish."""
+        action = f"create disk {resource_group}/{name}"
+        poller = self._call(action, lambda: self.client.disks.begin_create_or_update(
+            resource_group, name, compute_models.Disk(body)))
+        return _disk(self._call(action, lambda: poller.result(timeout=timeout)))
+
+    def delete_disk(self, resource_group: str, name: str, *, timeout: float) -> None:
+        """DELETE a disk and wait (bounded); a disk that is already gone is fine."""
+        try:
+            self.client.disks.begin_delete(resource_group, name).result(timeout=timeout)
+        except AzureError as exc:
+            if not arm.is_not_found(exc):
+                arm.raise_cloud_error(exc, f"delete disk {resource_group}/{name}")
 
     def _list(self, action: str, pages: Callable[[], Iterable[Any]], convert: Callable[[Any], Any],
               *, raw: bool = False) -> list[Any]:

@@ -19,8 +19,8 @@ from cloudzones import errors
 from cloudzones.cache import TtlCache
 from cloudzones.topology import Topology, make_zone, normalize_region
 from providers import metadata
-from providers.azure import arm, credentials, imds, resource_ids
-from providers.azure.compute import ComputeApi, Instance, ScaleSet
+from providers.azure import arm, credentials, disks, imds, resource_ids
+from providers.azure.compute import ComputeApi, Disk, Instance, ScaleSet
 from providers.azure.config import AzureConfig
 from providers.azure.throttle import ArmCalls, ThrottleGate
 
@@ -202,6 +202,45 @@ class AzureProvider:
         if found is None and self._may_force(self._groups, (sub.lower(), group.lower(), "vms")):
             found = match(self._group_listing(sub, group, "vms", force=True))
         return found
+
+    # -- disks ------------------------------------------------------------------------------------
+
+    def ensure_disk(self, name: str, size_gib: int, sku: str, zone: str | None,
+                    tags: Mapping[str, str] | None = None) -> tuple[Disk, bool]:
+        """Create the managed disk ``name`` in the configured group, or find it; returns ``(disk, created)``."""
+        return disks.ensure_disk(self.compute(), resource_group=self._group(), location=self._location(), name=name,
+                                 size_gib=size_gib, sku=sku, zone=zone, tags=tags or {},
+                                 timeout=self._arm_settings.polling_timeout)
+
+    def get_disk(self, name: str) -> Disk | None:
+        """The managed disk ``name`` in the configured group, or None."""
+        return self.compute().get_disk(self._group(), name)
+
+    def delete_disk(self, name: str) -> bool:
+        """Delete the managed disk ``name``; False when already gone; refuses attached disks."""
+        return disks.delete_disk(self.compute(), resource_group=self._group(), name=name,
+                                 timeout=self._arm_settings.polling_timeout)
+
+    def labels_for_volume(self, pv: Mapping[str, Any]) -> dict[str, str]:
+        """Topology labels for a PV backed by an Azure managed disk; ``{}`` for other PVs and placeholders."""
+        uri = disks.volume_disk_uri(pv)
+        if uri is None:
+            return {}
+        parsed = disks.check_subscription(uri, self.config.subscription_id)
+        disk = self.compute(parsed.subscription).get_disk(parsed.resource_group, parsed.name)
+        if disk is None:
+            raise errors.CloudApiError(f"disk {uri!r} does not exist", status=404)
+        return disks.labels_for_disk(disk)
+
+    def _group(self) -> str:
+        if not self.config.resource_group:
+            raise errors.ConfigError("no resourceGroup in the cloud config; disk operations need one")
+        return self.config.resource_group
+
+    def _location(self) -> str:
+        if not self.config.location:
+            raise errors.ConfigError("no location in the cloud config; disk creation needs one")
+        return self.config.location
 
     @staticmethod
     def _may_force(cache: TtlCache[Any, Any], key: Any) -> bool:
