@@ -9,6 +9,7 @@ silently creating an unzoned disk. Every error is an `InvalidStorageClass` whose
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -61,7 +62,7 @@ class StorageClassSpec:
     mount_options: tuple[str, ...] = ()
     """``mountOptions``."""
     parameters: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
-    """Every parameter as written, for the options this class does not model (tags, IOPS, ...)."""
+    """Every parameter as written (read-only), for the options this class does not model (tags, IOPS, ...)."""
 
     @property
     def zone_redundant(self) -> bool:
@@ -129,7 +130,7 @@ class StorageClassSpec:
             resource_group=params.get("resourcegroup") or None,
             allow_volume_expansion=manifest.get("allowVolumeExpansion") is True,
             mount_options=tuple(str(option) for option in manifest.get("mountOptions") or ()),
-            parameters=dict(manifest.get("parameters") or {}),
+            parameters=types.MappingProxyType(dict(manifest.get("parameters") or {})),
         )
 
 

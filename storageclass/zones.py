@@ -10,8 +10,10 @@ KEP's ``no zoned nodes`` error instead of upstream's silent unzoned disk):
 4. ``zone`` → that zone; 5. ``zones`` → round-robin over them;
 6. round-robin over the zones that have nodes (fault-domain labels ignored); none → `NoZonedNodes`.
 
-Round-robin is *balanced* by default and Kubernetes-compatible on request; see
-`cloudzones.placement.volumes` for the difference.
+Under WaitForFirstConsumer without a selected node the later rules apply, as in Kubernetes.
+Round-robin is *balanced* by default and Kubernetes-compatible on request (``mode="kubernetes"``);
+the mode changes only the round-robin, never the rules. See `cloudzones.placement.volumes` for
+the difference.
 """
 
 from __future__ import annotations

@@ -117,6 +117,8 @@ class TestDefaults:
         assert hash(spec) == hash(StorageClassSpec.from_manifest(manifest({"zone": "eastus-1"}), region="eastus"))
         with pytest.raises(AttributeError):
             spec.zone = "eastus-2"  # type: ignore[misc]
+        with pytest.raises(TypeError):
+            spec.parameters["zone"] = "eastus-2"  # type: ignore[index]
 
 
 class TestRules:

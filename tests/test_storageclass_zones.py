@@ -155,6 +155,19 @@ class TestChoiceOrder:
         second = storageclass.select_zones(spec(), pvc_name="data-web-1", active_zones=active)
         assert {choice.zones[0], second[0]} == {"eastus-1", "eastus-2"}
 
+    def test_wait_for_first_consumer_without_node_falls_through(self) -> None:
+        """WaitForFirstConsumer but no selected node: the later rules decide, as in Kubernetes."""
+        choice = storageclass.explain_zones(spec(binding="WaitForFirstConsumer", allowed=["eastus-2"]),
+                                            pvc_name="d-0", active_zones=EASTUS)
+        assert (choice.zones, choice.rule) == (("eastus-2",), Rule.ALLOWED_TOPOLOGIES)
+
+    def test_active_zone_order_does_not_matter(self) -> None:
+        """The same claim gets the same zone whatever order the nodes are listed in."""
+        for i in range(10):
+            forward = storageclass.select_zones(spec(), pvc_name=f"d-web-{i}", active_zones=[*EASTUS, "0"])
+            backward = storageclass.select_zones(spec(), pvc_name=f"d-web-{i}", active_zones=["0", *EASTUS[::-1]])
+            assert forward == backward
+
     @pytest.mark.parametrize("active", [[], ["0", "1", "2"], ["36"], ["westus-1"]])
     def test_no_zoned_nodes(self, active: list[str]) -> None:
         """No availability zone with nodes: NoZonedNodes (upstream silently made an unzoned disk)."""

@@ -33,8 +33,9 @@ in three ways:
 The balance across StatefulSets is that of a uniform hash, not a schedule: 99 StatefulSets
 ``svc1-db`` … ``svc99-db`` over three zones start 38 / 34 / 27 instead of 99 / 0 / 0.
 
-Both modes keep Kubernetes' guarantees: consecutive ordinals in different zones, and every claim
-of one StatefulSet member in the same zone (in balanced mode: given the split described above).
+Balanced mode keeps Kubernetes' two guarantees: consecutive ordinals in different zones (which
+Kubernetes itself breaks at the uint32 wrap), and every claim of one StatefulSet member in the
+same zone (given the split described in 2).
 Neither mode needs state, so both give the same answer on every provisioner replica and retry.
 An empty claim name makes Kubernetes draw a random zone; here it hashes the empty string, so the
 result stays deterministic (a real claim always has a name).
