@@ -46,6 +46,11 @@ class ConfigError(CloudZonesError, ValueError):
 class InvalidStorageClass(CloudZonesError, ValueError):
     """A StorageClass breaks a rule; the message names the rule and the offending parameters."""
 
+    def __init__(self, message: str, *, rule: str = "") -> None:
+        super().__init__(message)
+        self.rule = rule
+        """The short name of the rule that was broken (``zone-and-zones``), when known."""
+
 
 class NodeNotFound(CloudZonesError, LookupError):
     """The cloud has no instance for that node name or provider ID."""
@@ -84,6 +89,11 @@ class KubeConflict(KubeApiError):
 
 class NoZonedNodes(CloudZonesError):
     """A zoned volume must be placed but no zone can be determined."""
+
+    def __init__(self, message: str, *, rule: str = "") -> None:
+        super().__init__(message)
+        self.rule = rule
+        """The short name of the zone-choice rule that could not decide (``selected-node``), when known."""
 
 
 class NotEnoughCandidates(CloudZonesError):
