@@ -5,6 +5,7 @@ disk's zone (and say which rule decided); ``volume_topology`` gives the PV's lab
 affinity; ``choose_zones`` is Kubernetes' own round-robin, bit for bit.
 """
 
+from storageclass.provisioner import Provisioner
 from storageclass.rules import Rule
 from storageclass.spec import StorageClassSpec
 from storageclass.topology import volume_topology
@@ -12,6 +13,7 @@ from storageclass.zones import MODES, ZoneChoice, choose_zones, explain_zones, s
 
 __all__ = [
     "MODES",
+    "Provisioner",
     "Rule",
     "StorageClassSpec",
     "ZoneChoice",
