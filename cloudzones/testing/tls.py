@@ -35,6 +35,7 @@ def make_tls_files(directory: str | pathlib.Path | None = None, *, hosts: tuple[
                    days: int = 2) -> TlsFiles:
     """Write a fresh CA and a server certificate for ``hosts`` into ``directory`` (a new temp dir by default)."""
     folder = pathlib.Path(directory or tempfile.mkdtemp(prefix="cloudzones-tls-"))
+    folder.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
     start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
     ca_key = ec.generate_private_key(ec.SECP256R1())
