@@ -24,6 +24,8 @@ class RequestRecord:
     query: dict[str, str]
     content_type: str
     status: int
+    headers: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    """The request headers (``Authorization`` included: this is a test double)."""
 
 
 @dataclasses.dataclass

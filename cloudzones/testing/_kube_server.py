@@ -197,7 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
              content_type: str, code: int) -> None:
         self.server.book.record(faults.RequestRecord(
             method=self.command, path=urlsplit(self.path).path, verb=verb, resource=resource,
-            namespace=namespace, name=name, query=query, content_type=content_type, status=code))
+            namespace=namespace, name=name, query=query, content_type=content_type, status=code,
+            headers=dict(self.headers.items())))
 
     def _inject(self, fault: faults.Fault, target: Route) -> int:
         if fault.disconnect:
