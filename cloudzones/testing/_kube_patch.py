@@ -209,6 +209,11 @@ def json_patch(target: Any, operations: Any) -> Any:
             source = operation.get("from")
             if not isinstance(source, str):
                 raise PatchError(f"JSON patch operation {op!r} at {path!r} needs 'from'")
+            if op == "move" and source == path:
+                _get(doc, source)  # moving a value onto itself changes nothing, if it exists
+                continue
+            if op == "move" and path.startswith(source + "/"):
+                raise PatchError(f"cannot move {source!r} into its own child {path!r}")
             value = _remove(doc, source) if op == "move" else copy.deepcopy(_get(doc, source))
             doc = _add(doc, path, value)
         elif op == "test":

@@ -160,9 +160,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         content_type = self.headers.get("Content-Type", "")
-        if url.path in ("/version", "/healthz", "/readyz", "/livez"):
+        if url.path.rstrip("/") in ("/version", "/healthz", "/readyz", "/livez"):
             self._send_json(200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-cloudzones-fake"}
-                            if url.path == "/version" else {"status": "ok"})
+                            if url.path.rstrip("/") == "/version" else {"status": "ok"})
             return
         verb, resource, namespace, name = "", "", "", ""
         code, logged = 500, False

@@ -68,7 +68,7 @@ class FakeKubeApi:
         """Bind the port and serve in a daemon thread; returns self."""
         if self._server is None:
             self._server = server.Server(self._address, self.store, self._book, self._hub)
-            threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+            threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                              name="fake-kube-api", daemon=True).start()
         return self
 
