@@ -181,6 +181,8 @@ class KubeClient:
     def from_kubeconfig(cls, path: str | None = None, *, context: str | None = None, **options: Any) -> KubeClient:
         """A client from a kubeconfig file (default ``$KUBECONFIG`` or ``~/.kube/config``)."""
         config = kubernetes.client.Configuration()
+        # The client reads $KUBECONFIG once, at import; we read it when asked.
+        path = path or os.environ.get("KUBECONFIG") or None
         try:
             kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=path, context=context, client_configuration=config, persist_config=False)

@@ -25,7 +25,7 @@ class RequestRecord:
     content_type: str
     status: int
     headers: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
-    """The request headers (``Authorization`` included: this is a test double)."""
+    """The request headers, names lower-cased (``authorization`` included: this is a test double)."""
 
 
 @dataclasses.dataclass

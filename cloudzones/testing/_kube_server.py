@@ -198,7 +198,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.book.record(faults.RequestRecord(
             method=self.command, path=urlsplit(self.path).path, verb=verb, resource=resource,
             namespace=namespace, name=name, query=query, content_type=content_type, status=code,
-            headers=dict(self.headers.items())))
+            headers={k.lower(): v for k, v in self.headers.items()}))
 
     def _inject(self, fault: faults.Fault, target: Route) -> int:
         if fault.disconnect:
