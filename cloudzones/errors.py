@@ -15,8 +15,11 @@ chained as ``__cause__``.
     ├── ZoneUnavailable                   the instance exists but reports neither zone nor fault domain
     ├── MetadataError                     instance metadata unreachable, refused or malformed
     ├── CloudApiError                     an ARM call failed (.status, .retry_after)
-    ├── KubeApiError                      a Kubernetes API call failed (.status, .retry_after)
-    │   └── KubeConflict                  409: the object changed under us
+    ├── KubeApiError                      a Kubernetes API call failed (.status, .retry_after, .reason)
+    │   ├── KubeConflict                  409: the object changed under us
+    │   │   └── KubeAlreadyExists         409: a create found the name taken
+    │   ├── KubeNotFound (LookupError)    404: no such object
+    │   └── KubeGone                      410: a watch's resourceVersion is too old; list again
     ├── NoZonedNodes                      a zoned volume must be placed but no zone is known
     └── NotEnoughCandidates               a placement cannot reach .required (.chosen)
 """
@@ -82,9 +85,27 @@ class CloudApiError(_StatusError):
 class KubeApiError(_StatusError):
     """A Kubernetes API call failed."""
 
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None,
+                 reason: str = "") -> None:
+        super().__init__(message, status=status, retry_after=retry_after)
+        self.reason = reason
+        """The ``reason`` of the apiserver's ``Status`` (``Conflict``, ``AlreadyExists``, ...), when it sent one."""
+
 
 class KubeConflict(KubeApiError):
     """The object changed since it was read (HTTP 409)."""
+
+
+class KubeAlreadyExists(KubeConflict):
+    """A create found the name already taken (HTTP 409, reason ``AlreadyExists``)."""
+
+
+class KubeNotFound(KubeApiError, LookupError):
+    """The object does not exist (HTTP 404)."""
+
+
+class KubeGone(KubeApiError):
+    """The requested resourceVersion is older than the server keeps (HTTP 410): list again, then watch."""
 
 
 class NoZonedNodes(CloudZonesError):
