@@ -17,6 +17,9 @@ from cloudzones import errors
 _COMMAND_MODULES: tuple[str, ...] = (
     "cloudzones.cli.zone",
     "cloudzones.cli.volume_zone",
+    "cloudzones.cli.controller",
+    "cloudzones.cli.node_agent",
+    "cloudzones.cli.webhook",
 )
 
 log = logging.getLogger("cloudzones.cli")
