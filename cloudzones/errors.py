@@ -18,7 +18,8 @@ chained as ``__cause__``.
     ├── KubeApiError                      a Kubernetes API call failed (.status, .retry_after)
     │   └── KubeConflict                  409: the object changed under us
     ├── NoZonedNodes                      a zoned volume must be placed but no zone is known
-    └── NotEnoughCandidates               a placement cannot reach .required (.chosen)
+    ├── NotEnoughCandidates               a placement cannot reach .required (.chosen)
+    └── InvalidPlacementSpec (ValueError) a placement request is malformed (spread constraint, selector, count)
 """
 
 from __future__ import annotations
@@ -93,3 +94,7 @@ class NotEnoughCandidates(CloudZonesError):
         super().__init__(message)
         self.chosen: list[Any] = list(chosen)
         self.required = required
+
+
+class InvalidPlacementSpec(CloudZonesError, ValueError):
+    """A placement request is malformed: a spread constraint, label selector, count or candidate list."""
