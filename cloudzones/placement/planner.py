@@ -124,6 +124,10 @@ class Planner:
         spec = self.specs[c]
         return self.counts[c][domain] + spec.self_match - spec.max_skew - self.effective_minimum(c)
 
+    def admits(self, c: int, domain: int) -> bool:
+        """Whether hard constraint ``c`` alone would accept a copy in ``domain`` now."""
+        return self._excess(c, domain) <= 0
+
     def _block_score(self, block: int) -> int | None:
         """The coarse part of the block's score, or None when a coarse hard constraint rejects it."""
         slot = self.block_slots[block]

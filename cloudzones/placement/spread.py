@@ -93,22 +93,28 @@ def _why_stuck(engine: planner.Planner, hard: Sequence[domains.SpreadConstraint]
         if tainted:
             parts.append(f"{len(tainted)} have an untolerated NoSchedule/NoExecute taint ({_some(tainted)})")
         return "no node can run the pod at all: " + "; ".join(parts)
-    with_candidates = [{info.labels[c.topology_key] for info in candidates} for c in hard]
-    details = []
+    parts = []
     for index, constraint in enumerate(hard):
-        minimum = engine.effective_minimum(index)
+        key = constraint.topology_key
+        admitted = [i for i in candidates if engine.admits(index, ids[index][i.labels[key]])]
+        part = (f"{constraint.describe()} (global minimum {engine.effective_minimum(index)}) admits "
+                f"{len(admitted)} of {len(candidates)} schedulable node(s)")
+        admitted_domains = sorted({i.labels[key] for i in admitted})
+        if 0 < len(admitted_domains) <= 5:
+            part += f" in {_some(admitted_domains)}"
         counts = engine.counts[index]
         if len(counts) < constraint.min_domains:
-            details.append(f"{constraint.describe()}: only {len(counts)} eligible domain(s), fewer than minDomains, "
-                           f"so the global minimum stays 0")
-            continue
-        stuck = sorted(v for v, d in ids[index].items() if counts[d] == minimum and v not in with_candidates[index])
-        if stuck:
-            details.append(f"{constraint.describe()}: the global minimum {minimum} is held by domain(s) "
-                           f"{_some(stuck)} where no node can take the pod (taint, affinity or missing key)")
-    if not details:
-        details.append("every remaining node would exceed maxSkew of " + ", ".join(c.describe() for c in hard))
-    return "no node passes the topology spread constraints any more; " + "; ".join(details)
+            part += f"; only {len(counts)} eligible domain(s), fewer than minDomains, so the minimum stays 0"
+        else:
+            reachable = {i.labels[key] for i in candidates}
+            stuck = sorted(v for v, d in ids[index].items()
+                           if counts[d] == engine.effective_minimum(index) and v not in reachable)
+            if stuck:
+                part += (f"; the minimum is held by {_some(stuck)}, where no node can take the pod "
+                         f"(taint, affinity or a missing key)")
+        parts.append(part)
+    ending = "; and no node is admitted by all of them" if len(hard) > 1 else ""
+    return "no node passes the topology spread constraints any more: " + "; ".join(parts) + ending
 
 
 def _some(names: Sequence[str], limit: int = 5) -> str:
