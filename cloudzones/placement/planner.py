@@ -40,11 +40,13 @@ class Planner:
 
     ``counts[c][d]`` is the number of matching pods in domain ``d`` of constraint ``c`` (every
     eligible domain, candidates or not); ``slots[n][c]`` is candidate ``n``'s domain for ``c``, -1
-    when it lacks a ScheduleAnyway key (it then scores ``MISSING_KEY_PENALTY``).
+    when it lacks a ScheduleAnyway key (it then scores ``MISSING_KEY_PENALTY``). ``max_blocks``
+    caps the number of blocks (default: 16 or the square root of the number of cells); the plan
+    does not depend on it, only the speed.
     """
 
     def __init__(self, specs: Sequence[ConstraintSpec], counts: Sequence[Sequence[int]],
-                 names: Sequence[str], slots: Sequence[tuple[int, ...]]) -> None:
+                 names: Sequence[str], slots: Sequence[tuple[int, ...]], *, max_blocks: int | None = None) -> None:
         self.specs = list(specs)
         self.counts = [list(c) for c in counts]
         self._hard = [i for i, s in enumerate(self.specs) if s.hard]
@@ -58,7 +60,7 @@ class Planner:
             self._histogram[c] = histogram
             self._minimum[c] = min(self.counts[c]) if self.counts[c] else _NO_DOMAIN_MINIMUM
         self._build_cells(names, slots)
-        self._split_constraints()
+        self._split_constraints(max_blocks)
         self._build_blocks()
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -72,10 +74,10 @@ class Planner:
         self.cell_names = [name for _, name in ordered]
         self.cell_penalty = [MISSING_KEY_PENALTY if -1 in slot else 0 for slot in self.cell_slots]
 
-    def _split_constraints(self) -> None:
+    def _split_constraints(self, max_blocks: int | None) -> None:
         # Coarse: constraints with the fewest domains, as long as the blocks they make stay few
         # enough to scan every step; the rest are scored inside each block's heap.
-        limit = max(16, math.isqrt(len(self.cell_slots)))
+        limit = max(16, math.isqrt(len(self.cell_slots))) if max_blocks is None else max_blocks
         order = sorted(range(len(self.specs)), key=lambda c: (len({s[c] for s in self.cell_slots}), c))
         coarse: list[int] = []
         for c in order:
