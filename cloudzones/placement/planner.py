@@ -1,19 +1,25 @@
-"""The incremental engine behind ``plan_spread``: domain counts, running minimums and lazy heaps.
+"""The incremental engine behind ``plan_spread``: domain counts, running minimums and a tree of lazy heaps.
 
-Nodes whose domains coincide for every constraint form a *cell*; all of a cell's nodes always score
-and filter alike, so only its first node by name is ever chosen. Constraints with few domains
-(zones) are *coarse*: cells sharing their domains form a *block*, scanned each step (a handful). The
-other constraints (hostnames, racks) are *fine*: within a block the cells sit in a heap keyed by
-their fine score. Counts only grow, so a heap entry can only be stale by being too low: popping
-it, re-scoring it and pushing it back keeps the heap exact without touching the cells a placement
-did not reach ("lazy" updates). A cell that breaks a fine DoNotSchedule constraint is parked until
-that constraint's global minimum rises far enough, the only event that can make it feasible again.
+Nodes whose domains coincide for every constraint form a *cell*; a cell's nodes always score and
+filter alike, so only its first node by name is ever chosen. Constraints with few domains (zones)
+are *coarse*: cells sharing their domains form a *block*, and the blocks are scanned every step (a
+handful). The other constraints (racks, hostnames) are *fine*, fewest domains first: below a block
+there is one tree level per fine constraint, each tree node a domain of it, with the cells as
+leaves. Each tree node keeps a heap of its children keyed by (score of the child's subtree, name
+of the best node in it).
+
+Counts only grow, so a stored key can only be stale by being too low: popping it, re-scoring it
+and pushing it back keeps every heap exact without visiting the subtrees a placement did not
+reach. A subtree whose domain breaks a DoNotSchedule constraint is parked until that constraint's
+global minimum rises far enough (the only way it can become feasible again); when it comes back,
+fresh entries are pushed up its ancestors, and per-node tokens void their older entries.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import heapq
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -35,6 +41,21 @@ class ConstraintSpec:
     min_domains: int = 1
 
 
+class _Node:
+    """A block (``constraint`` -1), a domain of a fine constraint, or a cell (``heap`` None)."""
+
+    __slots__ = ("cell", "constraint", "domain", "heap", "parent", "parked", "token")
+
+    def __init__(self, constraint: int, domain: int, parent: _Node | None, cell: int = -1) -> None:
+        self.constraint = constraint
+        self.domain = domain
+        self.parent = parent
+        self.cell = cell
+        self.heap: list[tuple[int, str, int, _Node]] | None = [] if cell < 0 else None
+        self.token = 0
+        self.parked = False
+
+
 class Planner:
     """Places copies of one pod, one at a time, on the best feasible cell.
 
@@ -49,19 +70,22 @@ class Planner:
                  names: Sequence[str], slots: Sequence[tuple[int, ...]], *, max_blocks: int | None = None) -> None:
         self.specs = list(specs)
         self.counts = [list(c) for c in counts]
-        self._hard = [i for i, s in enumerate(self.specs) if s.hard]
+        self._hard = [s.hard for s in self.specs]
         # Running minimum per hard constraint: a histogram of domain counts.
         self._histogram: dict[int, dict[int, int]] = {}
         self._minimum: dict[int, int] = {}
-        for c in self._hard:
-            histogram: dict[int, int] = {}
-            for value in self.counts[c]:
-                histogram[value] = histogram.get(value, 0) + 1
-            self._histogram[c] = histogram
-            self._minimum[c] = min(self.counts[c]) if self.counts[c] else _NO_DOMAIN_MINIMUM
+        for c, spec in enumerate(self.specs):
+            if spec.hard:
+                histogram: dict[int, int] = {}
+                for value in self.counts[c]:
+                    histogram[value] = histogram.get(value, 0) + 1
+                self._histogram[c] = histogram
+                self._minimum[c] = min(self.counts[c]) if self.counts[c] else _NO_DOMAIN_MINIMUM
+        self._parked: dict[int, list[tuple[int, int, _Node]]] = {c: [] for c in self._histogram}
+        self._sequence = itertools.count()
         self._build_cells(names, slots)
         self._split_constraints(max_blocks)
-        self._build_blocks()
+        self._build_tree()
 
     # -- set-up ---------------------------------------------------------------------------------
     def _build_cells(self, names: Sequence[str], slots: Sequence[tuple[int, ...]]) -> None:
@@ -76,7 +100,7 @@ class Planner:
 
     def _split_constraints(self, max_blocks: int | None) -> None:
         # Coarse: constraints with the fewest domains, as long as the blocks they make stay few
-        # enough to scan every step; the rest are scored inside each block's heap.
+        # enough to scan every step. Fine: the rest, one tree level each, fewest domains on top.
         limit = max(16, math.isqrt(len(self.cell_slots))) if max_blocks is None else max_blocks
         order = sorted(range(len(self.specs)), key=lambda c: (len({s[c] for s in self.cell_slots}), c))
         coarse: list[int] = []
@@ -85,27 +109,32 @@ class Planner:
                 break
             coarse.append(c)
         self.coarse = sorted(coarse)
-        self.fine = [c for c in range(len(self.specs)) if c not in coarse]
-        self._coarse_hard = [c for c in self.coarse if self.specs[c].hard]
-        self._fine_hard = [c for c in self.fine if self.specs[c].hard]
+        self.fine = [c for c in order if c not in coarse]
 
-    def _build_blocks(self) -> None:
-        index: dict[tuple[int, ...], int] = {}
-        self.block_slots: list[tuple[int, ...]] = []
-        self.block_heaps: list[list[tuple[int, str, int]]] = []
-        self.cell_block: list[int] = []
+    def _build_tree(self) -> None:
+        blocks: dict[tuple[int, ...], _Node] = {}
+        children: dict[_Node, dict[int, _Node]] = {}
         for cell, slot in enumerate(self.cell_slots):
             key = tuple(slot[c] for c in self.coarse)
-            if key not in index:
-                index[key] = len(self.block_slots)
-                self.block_slots.append(key)
-                self.block_heaps.append([])
-            self.cell_block.append(index[key])
-            self.block_heaps[index[key]].append((self._fine_score(cell), self.cell_names[cell], cell))
-        for heap in self.block_heaps:
-            heapq.heapify(heap)
-        # Cells breaking a fine hard constraint, by the minimum that would readmit them.
-        self._parked: dict[int, list[tuple[int, str, int]]] = {c: [] for c in self._fine_hard}
+            node = blocks.setdefault(key, _Node(-1, -1, None))
+            for c in self.fine:
+                below = children.setdefault(node, {})
+                node = below.setdefault(slot[c], _Node(c, slot[c], node))
+            children.setdefault(node, {})[-2 - cell] = _Node(-1, -1, node, cell)
+        self.blocks = list(blocks.values())
+        self.block_slots = list(blocks)
+
+        def fill(node: _Node) -> tuple[int, str]:
+            # Initial keys ignore feasibility: that can only make them too low, which is allowed.
+            assert node.heap is not None
+            for child in children[node].values():
+                best = (0, self.cell_names[child.cell]) if child.heap is None else fill(child)
+                node.heap.append((self._own(child) + best[0], best[1], 0, child))
+            heapq.heapify(node.heap)
+            return node.heap[0][0], node.heap[0][1]
+
+        for block in self.blocks:
+            fill(block)
 
     # -- scoring and filtering ------------------------------------------------------------------
     def effective_minimum(self, c: int) -> int:
@@ -116,11 +145,6 @@ class Planner:
             return 0
         return self._minimum[c]
 
-    def _fine_score(self, cell: int) -> int:
-        slot = self.cell_slots[cell]
-        counts = self.counts
-        return self.cell_penalty[cell] + sum(counts[c][slot[c]] for c in self.fine if slot[c] >= 0)
-
     def _excess(self, c: int, domain: int) -> int:
         """How far the global minimum of ``c`` must rise before ``domain`` accepts a copy (≤ 0: now)."""
         spec = self.specs[c]
@@ -130,49 +154,87 @@ class Planner:
         """Whether hard constraint ``c`` alone would accept a copy in ``domain`` now."""
         return self._excess(c, domain) <= 0
 
-    def _block_score(self, block: int) -> int | None:
-        """The coarse part of the block's score, or None when a coarse hard constraint rejects it."""
-        slot = self.block_slots[block]
-        for position, c in enumerate(self.coarse):
-            if c in self._coarse_hard and self._excess(c, slot[position]) > 0:
-                return None
-        return sum(self.counts[c][slot[p]] for p, c in enumerate(self.coarse) if slot[p] >= 0)
+    def _own(self, node: _Node) -> int:
+        """The node's part of the score: its domain's count, or a cell's missing-key penalty."""
+        if node.heap is None:
+            return self.cell_penalty[node.cell]
+        return self.counts[node.constraint][node.domain] if node.domain >= 0 else 0
 
-    def _peek(self, block: int) -> tuple[int, str, int] | None:
-        """The block's best feasible cell as (fine score, name, cell), cleaning stale entries on the way."""
-        heap = self.block_heaps[block]
+    def _block_score(self, index: int) -> int | None:
+        """The coarse part of a block's score, or None when a coarse hard constraint rejects it."""
+        slot = self.block_slots[index]
+        score = 0
+        for position, c in enumerate(self.coarse):
+            domain = slot[position]
+            if self._hard[c] and self._excess(c, domain) > 0:
+                return None
+            if domain >= 0:
+                score += self.counts[c][domain]
+        return score
+
+    def _peek(self, node: _Node) -> tuple[int, str] | None:
+        """The subtree's best feasible (score, name), cleaning stale, parked and empty entries on the way."""
+        heap = node.heap
+        assert heap is not None
         while heap:
-            stored, name, cell = heap[0]
-            actual = self._fine_score(cell)
-            if actual != stored:
-                heapq.heapreplace(heap, (actual, name, cell))
+            stored, name, token, child = heap[0]
+            if token != child.token:
+                heapq.heappop(heap)
                 continue
-            slot = self.cell_slots[cell]
-            for c in self._fine_hard:
-                excess = self._excess(c, slot[c])
+            if child.heap is None:
+                return stored, name  # a cell's own score (its penalty) never changes
+            c = child.constraint
+            if self._hard[c]:
+                excess = self._excess(c, child.domain)
                 if excess > 0:
                     heapq.heappop(heap)
-                    heapq.heappush(self._parked[c], (self.effective_minimum(c) + excess, name, cell))
-                    break
-            else:
-                return heap[0]
+                    child.token += 1
+                    child.parked = True
+                    threshold = self.effective_minimum(c) + excess
+                    heapq.heappush(self._parked[c], (threshold, next(self._sequence), child))
+                    continue
+            best = self._peek(child)
+            if best is None:
+                heapq.heappop(heap)  # every cell below is parked; a release re-attaches it
+                child.token += 1
+                continue
+            actual = self._own(child) + best[0]
+            if actual != stored or best[1] != name:
+                heapq.heapreplace(heap, (actual, best[1], token, child))
+                continue
+            return stored, name
         return None
+
+    def _reattach(self, node: _Node) -> None:
+        """Push fresh entries for a released subtree and its ancestors (their keys may have dropped)."""
+        while node.parent is not None and not node.parked:
+            best = self._peek(node)
+            if best is None:
+                return
+            node.token += 1
+            assert node.parent.heap is not None
+            heapq.heappush(node.parent.heap, (self._own(node) + best[0], best[1], node.token, node))
+            node = node.parent
 
     # -- placing --------------------------------------------------------------------------------
     def choose(self) -> int | None:
         """The cell the next copy goes to (lowest score, then name), or None when none is feasible."""
-        best: tuple[int, str, int] | None = None
-        for block in range(len(self.block_slots)):
-            coarse = self._block_score(block)
+        best: tuple[int, str] | None = None
+        chosen: _Node | None = None
+        for index, block in enumerate(self.blocks):
+            coarse = self._block_score(index)
             if coarse is None:
                 continue
             top = self._peek(block)
             if top is None:
                 continue
-            candidate = (coarse + top[0], top[1], top[2])
-            if best is None or candidate < best:
-                best = candidate
-        return None if best is None else best[2]
+            if best is None or (coarse + top[0], top[1]) < best:
+                best, chosen = (coarse + top[0], top[1]), block
+        if chosen is None:
+            return None
+        while chosen.heap is not None:  # the heap tops below were all validated by _peek
+            chosen = chosen.heap[0][3]
+        return chosen.cell
 
     def place(self, cell: int) -> None:
         """Count one more copy of the pod in every domain of ``cell``."""
@@ -192,11 +254,12 @@ class Planner:
                     self._minimum[c] = old + 1
                     raised.append(c)
         for c in raised:
-            parked = self._parked.get(c)
+            parked = self._parked[c]
             threshold = self.effective_minimum(c)
             while parked and parked[0][0] <= threshold:
-                _, name, back = heapq.heappop(parked)
-                heapq.heappush(self.block_heaps[self.cell_block[back]], (self._fine_score(back), name, back))
+                node = heapq.heappop(parked)[2]
+                node.parked = False
+                self._reattach(node)
 
     def run(self, count: int) -> list[str]:
         """Names of the nodes for up to ``count`` copies, stopping early when nothing is feasible."""
