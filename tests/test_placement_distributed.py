@@ -225,6 +225,25 @@ class TestChooseDistributedProperties:
             used[value] += 1
             left[value] -= 1
 
+    @settings(max_examples=100, deadline=None)
+    @given(pool=pools(max_size=12), count=st.integers(0, 12))
+    def test_every_field_balanced_without_limits(self, pool: list[Candidate], count: int) -> None:
+        """Without hard limits each pick has the least-used (zone, hall, dc) values, compared field by field."""
+        fields = ("zone", "hall", "dc")
+        ids = _outcome(pool, count, fields, {})
+        assert len(ids) == min(count, len(pool))
+        used: dict[str, Counter[str]] = {f: Counter() for f in fields}
+        remaining = {c.id: c for c in pool}
+
+        def usage(c: Candidate) -> tuple[int, ...]:
+            return tuple(used[f][c.locality.get(f, "")] for f in fields)
+
+        for i in ids:
+            picked = remaining.pop(i)
+            assert all(usage(picked) <= usage(other) for other in remaining.values())
+            for f in fields:
+                used[f][picked.locality.get(f, "")] += 1
+
     @settings(max_examples=80, deadline=None)
     @given(pool=pools(max_size=12), count=st.integers(0, 9), limits=LIMITS, seed=st.integers(0, 2**32 - 1))
     def test_deterministic_under_permutation(self, pool: list[Candidate], count: int, limits: dict[str, int],
