@@ -21,7 +21,8 @@ chained as ``__cause__``.
     │   ├── KubeNotFound (LookupError)    404: no such object
     │   └── KubeGone                      410: a watch's resourceVersion is too old; list again
     ├── NoZonedNodes                      a zoned volume must be placed but no zone is known
-    └── NotEnoughCandidates               a placement cannot reach .required (.chosen)
+    ├── NotEnoughCandidates               a placement cannot reach .required (.chosen)
+    └── InvalidPlacementSpec (ValueError) a placement request is malformed (spread constraint, selector, count)
 """
 
 from __future__ import annotations
@@ -124,3 +125,7 @@ class NotEnoughCandidates(CloudZonesError):
         super().__init__(message)
         self.chosen: list[Any] = list(chosen)
         self.required = required
+
+
+class InvalidPlacementSpec(CloudZonesError, ValueError):
+    """A placement request is malformed: a spread constraint, label selector, count or candidate list."""
