@@ -174,7 +174,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.stopping.wait(delay)
             fault = self.server.book.take_fault(verb, resource)
             if fault is not None:
-                code = self._inject(fault, target)
+                # Logged before answering, so a client that got its answer always finds it in the log.
+                code, logged = (0 if fault.disconnect else fault.status), True
+                self._log(verb, resource, namespace, name, query=query, content_type=content_type, code=code)
+                self._inject(fault, target)
                 return
             if verb == "watch":
                 options = watch.parse_options(query)
@@ -185,9 +188,14 @@ class _Handler(BaseHTTPRequestHandler):
                              namespace=target.namespace, options=options)
                 return
             code, payload = self._execute(target, query, raw, content_type)
+            self._log(verb, resource, namespace, name, query=query, content_type=content_type, code=code)
+            logged = True
             self._send_json(code, payload)
         except status.ApiStatusError as exc:
             code = exc.code
+            if not logged:
+                self._log(verb, resource, namespace, name, query=query, content_type=content_type, code=code)
+                logged = True
             self._send_error(exc)
         finally:
             if not logged:
