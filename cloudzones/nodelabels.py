@@ -20,12 +20,14 @@ MANAGED_KEYS = frozenset({labels.ZONE, labels.REGION, labels.BETA_ZONE, labels.B
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NodeView:
-    """The slice of a Node the labeller needs (a full Node is ~10 KB; this is ~200 bytes)."""
+    """The slice of a Node the labeller needs (a full Node is ~10 KB; this is ~200 bytes).
+
+    Status-only updates (heartbeats) leave it unchanged, so the informer does not requeue the node.
+    """
 
     name: str
     provider_id: str
     labels: Mapping[str, str]
-    resource_version: str = ""
 
     @property
     def unmanaged(self) -> bool:
@@ -38,8 +40,7 @@ def project(node: Mapping[str, Any]) -> NodeView:
     meta = node.get("metadata") or {}
     all_labels = meta.get("labels") or {}
     return NodeView(name=str(meta.get("name") or ""), provider_id=str((node.get("spec") or {}).get("providerID") or ""),
-                    labels={k: str(v) for k, v in all_labels.items() if k in MANAGED_KEYS},
-                    resource_version=str(meta.get("resourceVersion") or ""))
+                    labels={k: str(v) for k, v in all_labels.items() if k in MANAGED_KEYS})
 
 
 def desired_labels(topology: Topology, *, beta: bool = True) -> dict[str, str]:
