@@ -89,14 +89,19 @@ class TestHealthServer:
         ready = {"value": False}
         server = health.HealthServer(("127.0.0.1", 0), registry=registry, ready=lambda: ready["value"]).start()
         try:
-            body = urllib.request.urlopen(f"{server.url}/metrics", timeout=5).read().decode()
-            assert "cloudzones_test_things_total 3.0" in body
-            with pytest.raises(urllib.error.HTTPError) as info:
-                urllib.request.urlopen(f"{server.url}/readyz", timeout=5)
-            assert info.value.code == 503
+            def get(path: str) -> tuple[int, str]:
+                try:
+                    with urllib.request.urlopen(f"{server.url}{path}", timeout=5) as response:
+                        return response.status, response.read().decode()
+                except urllib.error.HTTPError as exc:
+                    with exc:
+                        return exc.code, exc.read().decode()
+
+            status, body = get("/metrics")
+            assert status == 200 and "cloudzones_test_things_total 3.0" in body
+            assert get("/readyz")[0] == 503
             ready["value"] = True
-            assert urllib.request.urlopen(f"{server.url}/readyz", timeout=5).status == 200
-            assert urllib.request.urlopen(f"{server.url}/healthz", timeout=5).status == 200
+            assert get("/readyz")[0] == 200 and get("/healthz")[0] == 200 and get("/nope")[0] == 404
         finally:
             server.shutdown()
             server.server_close()
