@@ -12,6 +12,7 @@ import dataclasses
 import json
 import re
 import threading
+import time
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any
@@ -48,6 +49,29 @@ class _Faults:
                     code = "TooManyRequests" if rule["status"] == 429 else "InternalServerError"
                     return _reply(rule["status"], {"error": {"code": code, "message": "injected fault"}}, headers)
         return None
+
+
+class StaticCredential:
+    """An azure-core ``TokenCredential`` that hands out a fixed fake token, for the fakes above."""
+
+    def __init__(self, token: str = "fake-token") -> None:  # noqa: S107 - not a secret
+        self._token = token
+        self.requests = 0
+
+    def __repr__(self) -> str:
+        return "StaticCredential()"
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> Any:
+        from azure.core.credentials import AccessToken
+
+        self.requests += 1
+        return AccessToken(self._token, int(time.time()) + 3600)
+
+    def get_token_info(self, *scopes: str, options: Any = None) -> Any:
+        from azure.core.credentials import AccessTokenInfo
+
+        self.requests += 1
+        return AccessTokenInfo(self._token, int(time.time()) + 3600)
 
 
 class FakeImds:
