@@ -102,6 +102,7 @@ class Informer(Generic[T]):
         self.stop_event = stop or threading.Event()
         self._clock, self._sleep, self._rand = clock, sleep, rand
         self._lock = threading.Lock()
+        self._progress = threading.Condition()
         self._cache: dict[str, T] = {}
         self._stream: kube.WatchStream | None = None
         self._thread: threading.Thread | None = None
@@ -152,6 +153,15 @@ class Informer(Generic[T]):
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         """Block until the first list is cached; returns whether it was within ``timeout``."""
         return self.synced.wait(timeout)
+
+    def wait_until(self, predicate: Callable[[Informer[T]], bool], timeout: float | None = None) -> bool:
+        """Block until ``predicate(self)`` holds, checked after each list, event and bookmark."""
+        with self._progress:
+            return self._progress.wait_for(lambda: predicate(self), timeout=timeout)
+
+    def _advance(self) -> None:
+        with self._progress:
+            self._progress.notify_all()
 
     def run(self) -> None:
         """List and watch until `stop`; errors are retried forever, with backoff."""
@@ -213,6 +223,7 @@ class Informer(Generic[T]):
             elif old[key] != new:
                 self._deliver("update", key, old[key], new)
         self.synced.set()
+        self._advance()
 
     def _watch(self) -> None:
         timeout = self.settings.watch_timeout
@@ -259,6 +270,7 @@ class Informer(Generic[T]):
                     self._deliver("update", key, old, new)
         if event.resource_version:
             self.resource_version = event.resource_version
+        self._advance()
 
     def _maybe_resync(self) -> None:
         if self.settings.resync_period <= 0 or self._clock() < self._next_resync:
