@@ -21,7 +21,8 @@ chained as ``__cause__``.
     │   ├── KubeNotFound (LookupError)    404: no such object
     │   └── KubeGone                      410: a watch's resourceVersion is too old; list again
     ├── NoZonedNodes                      a zoned volume must be placed but no zone is known
-    └── NotEnoughCandidates               a placement cannot reach .required (.chosen)
+    ├── NotEnoughCandidates               a placement cannot reach .required (.chosen)
+    └── InvalidPlacementSpec (ValueError) a placement request is malformed (spread constraint, selector, count)
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ class ConfigError(CloudZonesError, ValueError):
 
 class InvalidStorageClass(CloudZonesError, ValueError):
     """A StorageClass breaks a rule; the message names the rule and the offending parameters."""
+
+    def __init__(self, message: str, *, rule: str = "") -> None:
+        super().__init__(message)
+        self.rule = rule
+        """The short name of the rule that was broken (``zone-and-zones``), when known."""
 
 
 class NodeNotFound(CloudZonesError, LookupError):
@@ -106,6 +112,11 @@ class KubeGone(KubeApiError):
 class NoZonedNodes(CloudZonesError):
     """A zoned volume must be placed but no zone can be determined."""
 
+    def __init__(self, message: str, *, rule: str = "") -> None:
+        super().__init__(message)
+        self.rule = rule
+        """The short name of the zone-choice rule that could not decide (``selected-node``), when known."""
+
 
 class NotEnoughCandidates(CloudZonesError):
     """A placement cannot reach ``required``; ``chosen`` holds the largest valid partial result."""
@@ -114,3 +125,7 @@ class NotEnoughCandidates(CloudZonesError):
         super().__init__(message)
         self.chosen: list[Any] = list(chosen)
         self.required = required
+
+
+class InvalidPlacementSpec(CloudZonesError, ValueError):
+    """A placement request is malformed: a spread constraint, label selector, count or candidate list."""

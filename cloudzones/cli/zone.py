@@ -1,0 +1,81 @@
+"""``cloudzones zone``: this machine's topology from metadata, or a named node's through the cloud API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from cloudzones import errors
+from cloudzones.cli import output
+from cloudzones.topology import Topology
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``zone`` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "zone", help="show a node's region, zone and the labels cloudzones would apply",
+        description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser.add_argument("--provider", default="auto", choices=["auto", "azure", "aws", "gcp"],
+                        help="cloud to ask (default: whichever metadata service answers)")
+    parser.add_argument("--cloud-config", metavar="PATH", help="Azure cloud config (azure.json) for ARM lookups")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--node", metavar="NAME", help="look up this node by name through the cloud API")
+    target.add_argument("--provider-id", metavar="ID", help="look up this node by spec.providerID")
+    target.add_argument("--imds-document", metavar="FILE",
+                        help="read a saved Azure /metadata/instance JSON document instead of asking IMDS")
+    parser.add_argument("--no-beta", action="store_true", help="leave out the beta failure-domain labels")
+    output.add_output_option(parser)
+    parser.set_defaults(handler=run)
+
+
+def describe(topology: Topology, *, provider: str, beta: bool = True) -> dict[str, Any]:
+    """The data ``zone`` prints for one topology."""
+    return {
+        "provider": provider,
+        "region": topology.region,
+        "zone": topology.zone,
+        "faultDomain": topology.fault_domain,
+        "availabilityZone": topology.is_availability_zone,
+        "labels": topology.node_labels(beta=beta),
+    }
+
+
+def _resolve(args: argparse.Namespace) -> tuple[str, Topology]:
+    import providers
+    from providers.azure import imds
+
+    if args.imds_document:
+        try:
+            with open(args.imds_document, encoding="utf-8") as handle:
+                document = json.load(handle)
+        except (OSError, ValueError) as exc:
+            raise errors.MetadataError(f"cannot read IMDS document {args.imds_document!r}: {exc}") from exc
+        return "azure", imds.topology_from_imds(document)
+    if args.node or args.provider_id:
+        name = "azure" if args.provider == "auto" else args.provider
+        options = {"cloud_config": args.cloud_config} if name == "azure" else {}
+        provider = providers.get(name, **options)
+        if args.node:
+            return name, provider.topology_by_node_name(args.node)
+        found = provider.topology_by_provider_id(args.provider_id)
+        if found is None:
+            raise errors.NodeNotFound(f"provider ID {args.provider_id!r} is not managed by {name}")
+        return name, found
+    if args.provider == "auto":
+        candidates = [providers.get(n, **({"cloud_config": args.cloud_config} if n == "azure" else {}))
+                      for n in providers.NAMES]
+        chosen, topology = providers.detect(candidates)
+        return chosen.name, topology
+    options = {"cloud_config": args.cloud_config} if args.provider == "azure" else {}
+    return args.provider, providers.get(args.provider, **options).local_topology()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Resolve and print; errors propagate to the CLI's error handler (exit 1)."""
+    provider, topology = _resolve(args)
+    data = describe(topology, provider=provider, beta=not args.no_beta)
+    rows = [{"field": key, "value": value} for key, value in data.items() if key != "labels"]
+    rows += [{"field": f"label {key}", "value": value} for key, value in data["labels"].items()]
+    output.emit(data, args.output, text=output.table(rows, ["field", "value"]))
+    return 0

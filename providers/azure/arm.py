@@ -1,0 +1,144 @@
+"""azure-core plumbing shared by the ARM clients: endpoints, retry policy, throttle gate, error mapping.
+
+The Azure SDK's default retry policy sleeps through a 429 (for as long as ``Retry-After`` says) and
+retries; we want a bounded budget instead: 5xx and connection errors are retried a few times,
+waits are capped, and a 429 closes the `ThrottleGate` so later calls fail fast without a request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from azure.core import AzureClouds
+from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
+from azure.core.pipeline import PipelineRequest, PipelineResponse
+from azure.core.pipeline.policies import RetryPolicy
+from azure.mgmt.core.tools import get_arm_endpoints
+
+from cloudzones import errors, retry
+from providers.azure.throttle import ThrottleGate
+
+_CLOUDS = {
+    "AzurePublicCloud": AzureClouds.AZURE_PUBLIC_CLOUD,
+    "AzureChinaCloud": AzureClouds.AZURE_CHINA_CLOUD,
+    "AzureUSGovernmentCloud": AzureClouds.AZURE_US_GOVERNMENT,
+}
+
+
+def endpoints(cloud: str, resource_manager_url: str | None = None) -> tuple[str, list[str]]:
+    """The ARM base URL and token scopes for ``cloud``, or for an explicit endpoint."""
+    if resource_manager_url:
+        base = resource_manager_url.rstrip("/")
+        return base, [f"{base}/.default"]
+    found = get_arm_endpoints(_CLOUDS[cloud])
+    return str(found["resource_manager"]).rstrip("/"), list(found["credential_scopes"])
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmSettings:
+    """How ARM calls are retried and throttled."""
+
+    retry_total: int = 3
+    """Retries after the first attempt, for 5xx, 408 and connection errors (never 429)."""
+    backoff_factor: float = 0.5
+    """azure-core's exponential backoff factor between retries."""
+    max_retry_wait: float = 10.0
+    """A ``Retry-After`` longer than this is not waited out: the call fails with ``retry_after`` set."""
+    default_throttle: float = 5.0
+    """How long a 429 without ``Retry-After`` closes the gate."""
+    polling_interval: float = 2.0
+    """Seconds between polls of a long-running operation (disk creation) when ARM gives no ``Retry-After``."""
+    polling_timeout: float = 300.0
+    """Longest wait for a long-running operation before giving up."""
+
+
+class _BoundedRetryPolicy(RetryPolicy):  # type: ignore[type-arg]
+    """azure-core's RetryPolicy with a gate check, no retry on 429, capped waits, and an injectable sleep."""
+
+    def __init__(self, *, gate: ThrottleGate, settings: ArmSettings, sleep: Callable[[float], None]) -> None:
+        super().__init__(retry_total=settings.retry_total, retry_backoff_factor=settings.backoff_factor,
+                         retry_backoff_max=settings.max_retry_wait)
+        self._gate, self._settings, self._sleep = gate, settings, sleep
+
+    def send(self, request: PipelineRequest[Any]) -> PipelineResponse[Any, Any]:
+        self._gate.check(request.http_request.method)
+        response: PipelineResponse[Any, Any] = super().send(request)
+        return response
+
+    def is_retry(self, settings: dict[str, Any], response: PipelineResponse[Any, Any]) -> bool:
+        if response.http_response.status_code == 429:
+            return False
+        wait = self.get_retry_after(response)
+        if wait is not None and wait > self._settings.max_retry_wait:
+            return False
+        return bool(super().is_retry(settings, response))
+
+    def sleep(self, settings: dict[str, Any], transport: Any,
+              response: PipelineResponse[Any, Any] | None = None) -> None:
+        wait = self.get_retry_after(response) if response is not None else None
+        if wait is None:
+            wait = self.get_backoff_time(settings)
+        if wait and wait > 0:
+            self._sleep(min(wait, self._settings.max_retry_wait))
+
+
+def client_options(gate: ThrottleGate, *, settings: ArmSettings, sleep: Callable[[float], None] = time.sleep,
+                   wall_clock: Callable[[], float] = time.time, transport: Any = None) -> dict[str, Any]:
+    """Keyword arguments for an azure-mgmt client: our retry policy, counting and gating hooks, transport."""
+
+    def on_request(request: PipelineRequest[Any]) -> None:
+        gate.record(request.http_request.method)
+
+    def on_response(response: PipelineResponse[Any, Any]) -> None:
+        http = response.http_response
+        if http.status_code == 429:
+            gate.close(response.http_request.method, retry_after_of(http.headers, now=wall_clock()))
+
+    options: dict[str, Any] = {
+        "retry_policy": _BoundedRetryPolicy(gate=gate, settings=settings, sleep=sleep),
+        "raw_request_hook": on_request,
+        "raw_response_hook": on_response,
+        "polling_interval": settings.polling_interval,
+    }
+    if transport is not None:
+        options["transport"] = transport
+    return options
+
+
+def retry_after_of(headers: Any, *, now: float) -> float | None:
+    """Seconds from ARM's ``Retry-After`` (or its millisecond variants) in ``headers``."""
+    for name, scale in (("retry-after-ms", 0.001), ("x-ms-retry-after-ms", 0.001)):
+        value = retry.parse_retry_after(headers.get(name), now=now)
+        if value is not None:
+            return value * scale
+    return retry.parse_retry_after(headers.get("Retry-After"), now=now)
+
+
+def raise_cloud_error(exc: AzureError, action: str, *, gate: ThrottleGate | None = None,
+                      wall_clock: Callable[[], float] = time.time) -> NoReturn:
+    """Re-raise an azure-core error as `CloudApiError` (or `NodeNotFound`-worthy 404s as-is for the caller)."""
+    status = getattr(exc, "status_code", None)
+    retry_after = None
+    response = getattr(exc, "response", None)
+    if response is not None:
+        retry_after = retry_after_of(response.headers, now=wall_clock())
+    code = ""
+    if isinstance(exc, HttpResponseError) and exc.error is not None:
+        code = f" {exc.error.code}:" if exc.error.code else ""
+        detail = exc.error.message or str(exc.message)
+    else:
+        detail = str(getattr(exc, "message", "") or exc)
+    what = f"HTTP {status}" if status else type(exc).__name__
+    hint = ""
+    if status == 429:
+        hint = f" (throttled; retry after {retry_after:.0f}s)" if retry_after is not None else " (throttled)"
+    raise errors.CloudApiError(f"ARM {action} failed with {what}:{code} {detail}{hint}".replace(":  ", ": "),
+                               status=status, retry_after=retry_after) from exc
+
+
+def is_not_found(exc: BaseException) -> bool:
+    """Whether an azure-core error means the resource does not exist."""
+    return isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404

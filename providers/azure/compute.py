@@ -1,0 +1,184 @@
+"""Reads VMs and scale-set instances through azure-mgmt-compute (the only module importing it).
+
+Results are reduced to small `Instance` / `ScaleSet` records at once: a controller caching 5,000
+nodes should not keep 5,000 full SDK models alive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from azure.core.credentials import TokenCredential
+from azure.core.exceptions import AzureError
+from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.compute import models as compute_models
+
+from providers.azure import arm
+from providers.azure.throttle import ThrottleGate
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Instance:
+    """What zone resolution needs to know about one VM or scale-set instance."""
+
+    name: str
+    computer_name: str
+    """``osProfile.computerName``, lower-cased: the Kubernetes node name."""
+    location: str
+    zones: tuple[str, ...]
+    fault_domain: int | None
+    instance_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ScaleSet:
+    """A scale set's identity: its name, computer-name prefix and orchestration mode."""
+
+    name: str
+    computer_name_prefix: str
+    """Lower-cased; the scale set's name when the profile sets none."""
+    uniform: bool
+
+
+def _text(value: Any) -> str:
+    """The string behind an SDK enum member or plain value (``str()`` of an enum gives its qualified name)."""
+    return str(getattr(value, "value", value) or "")
+
+
+def _instance(model: Any) -> Instance:
+    os_profile = getattr(model, "os_profile", None)
+    computer = (getattr(os_profile, "computer_name", None) or model.name or "").lower()
+    view = getattr(model, "instance_view", None)
+    fault_domain = getattr(view, "platform_fault_domain", None) if view is not None else None
+    return Instance(name=model.name or "", computer_name=computer, location=model.location or "",
+                    zones=tuple(model.zones or ()), fault_domain=fault_domain,
+                    instance_id=str(getattr(model, "instance_id", "") or ""))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Disk:
+    """A managed disk as provisioning and labelling need it."""
+
+    id: str
+    name: str
+    location: str
+    zones: tuple[str, ...]
+    sku: str
+    size_gib: int
+    managed_by: str
+    provisioning_state: str
+    tags: dict[str, str]
+
+
+def _disk(model: Any) -> Disk:
+    return Disk(id=model.id or "", name=model.name or "", location=model.location or "",
+                zones=tuple(model.zones or ()), sku=_text(getattr(getattr(model, "sku", None), "name", None)),
+                size_gib=int(getattr(model, "disk_size_gb", 0) or 0), managed_by=str(model.managed_by or ""),
+                provisioning_state=_text(getattr(model, "provisioning_state", None)), tags=dict(model.tags or {}))
+
+
+
+def _scale_set(model: Any) -> ScaleSet:
+    profile = getattr(model, "virtual_machine_profile", None)
+    os_profile = getattr(profile, "os_profile", None) if profile is not None else None
+    prefix = getattr(os_profile, "computer_name_prefix", None) or model.name or ""
+    mode = _text(getattr(model, "orchestration_mode", None)) or "Uniform"
+    return ScaleSet(name=model.name or "", computer_name_prefix=prefix.lower(), uniform=mode.lower() == "uniform")
+
+
+class ComputeApi:
+    """VM and VMSS reads for one subscription, with gating, counting and bounded retries."""
+
+    def __init__(self, credential: TokenCredential, subscription_id: str, *, gate: ThrottleGate,
+                 base_url: str, credential_scopes: list[str], settings: arm.ArmSettings,
+                 sleep: Callable[[float], None] = time.sleep, transport: Any = None,
+                 connection_verify: Any = None) -> None:
+        options = arm.client_options(gate, settings=settings, sleep=sleep, transport=transport)
+        if connection_verify is not None:
+            options["connection_verify"] = connection_verify
+        self.subscription_id = subscription_id
+        self._gate = gate
+        self.client = ComputeManagementClient(credential, subscription_id, base_url=base_url,
+                                              credential_scopes=credential_scopes, **options)
+
+    def __repr__(self) -> str:
+        return f"ComputeApi(subscription_id={self.subscription_id!r})"
+
+    def _call(self, action: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except AzureError as exc:
+            arm.raise_cloud_error(exc, action)
+
+    def get_vm(self, resource_group: str, name: str) -> Instance | None:
+        """A VM with its instance view, or None when ARM says it does not exist."""
+        try:
+            model = self.client.virtual_machines.get(resource_group, name, expand="instanceView")
+        except AzureError as exc:
+            if arm.is_not_found(exc):
+                return None
+            arm.raise_cloud_error(exc, f"get VM {resource_group}/{name}")
+        found = _instance(model)
+        if not found.zones and found.fault_domain is None:
+            # Some API versions omit the instance view from an expanded GET; ask for it directly.
+            view = self._call(f"get instance view of VM {resource_group}/{name}",
+                              lambda: self.client.virtual_machines.instance_view(resource_group, name))
+            found = dataclasses.replace(found, fault_domain=getattr(view, "platform_fault_domain", None))
+        return found
+
+    def list_vms(self, resource_group: str) -> list[Instance]:
+        """Every VM of a resource group (standalone, availability-set and flexible-VMSS VMs)."""
+        return self._list(f"list VMs in {resource_group}",
+                          lambda: self.client.virtual_machines.list(resource_group), _instance)
+
+    def list_scale_sets(self, resource_group: str) -> list[ScaleSet]:
+        """Every scale set of a resource group."""
+        return self._list(f"list scale sets in {resource_group}",
+                          lambda: self.client.virtual_machine_scale_sets.list(resource_group), _scale_set)
+
+    def list_scale_set_vms(self, resource_group: str, scale_set: str) -> list[Instance] | None:
+        """Every instance of a uniform scale set with its instance view (one paged list); None if it is gone."""
+        try:
+            return self._list(f"list instances of scale set {resource_group}/{scale_set}",
+                              lambda: self.client.virtual_machine_scale_set_vms.list(
+                                  resource_group, scale_set, expand="instanceView"), _instance, raw=True)
+        except AzureError as exc:
+            if arm.is_not_found(exc):
+                return None
+            arm.raise_cloud_error(exc, f"list instances of scale set {resource_group}/{scale_set}")
+
+    def get_disk(self, resource_group: str, name: str) -> Disk | None:
+        """A managed disk, or None when ARM says it does not exist."""
+        try:
+            return _disk(self.client.disks.get(resource_group, name))
+        except AzureError as exc:
+            if arm.is_not_found(exc):
+                return None
+            arm.raise_cloud_error(exc, f"get disk {resource_group}/{name}")
+
+    def create_disk(self, resource_group: str, name: str, body: dict[str, Any], *, timeout: float) -> Disk:
+        """PUT a disk and wait (bounded) for the long-running operation to finish."""
+        action = f"create disk {resource_group}/{name}"
+        poller = self._call(action, lambda: self.client.disks.begin_create_or_update(
+            resource_group, name, compute_models.Disk(body)))
+        return _disk(self._call(action, lambda: poller.result(timeout=timeout)))
+
+    def delete_disk(self, resource_group: str, name: str, *, timeout: float) -> None:
+        """DELETE a disk and wait (bounded); a disk that is already gone is fine."""
+        try:
+            self.client.disks.begin_delete(resource_group, name).result(timeout=timeout)
+        except AzureError as exc:
+            if not arm.is_not_found(exc):
+                arm.raise_cloud_error(exc, f"delete disk {resource_group}/{name}")
+
+    def _list(self, action: str, pages: Callable[[], Iterable[Any]], convert: Callable[[Any], Any],
+              *, raw: bool = False) -> list[Any]:
+        try:
+            return [convert(model) for model in pages()]
+        except AzureError as exc:
+            if raw:
+                raise
+            arm.raise_cloud_error(exc, action)

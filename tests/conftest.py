@@ -1,0 +1,65 @@
+"""Shared test helpers: fixture loading, a fake clock, a fake Azure credential."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+from typing import Any
+
+import pytest
+from azure.core.credentials import AccessToken, AccessTokenInfo
+
+FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def fixture_text(relative: str) -> str:
+    """The text of ``fixtures/<relative>``."""
+    return (FIXTURES / relative).read_text(encoding="utf-8")
+
+
+def fixture_body(relative: str, status: str = "200") -> Any:
+    """A fixture's JSON body; spec examples are unwrapped to ``responses[status].body``."""
+    data = json.loads(fixture_text(relative))
+    if isinstance(data, dict) and "responses" in data and "parameters" in data:
+        return data["responses"][status]["body"]
+    return data
+
+
+class FakeClock:
+    """A monotonic clock that only moves when told to; ``sleep`` advances it and records the wait."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class FakeCredential:
+    """An azure-core TokenCredential that never talks to the network."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+        self.requests += 1
+        return AccessToken("fake-token", int(time.time()) + 3600)
+
+    def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
+        self.requests += 1
+        return AccessTokenInfo("fake-token", int(time.time()) + 3600)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """A fresh fake clock."""
+    return FakeClock()
