@@ -6,8 +6,8 @@ exponentially with jitter and resume the watch from the last version seen. Every
 ``resync_period`` it re-delivers each cached object as an update so that a controller
 reconciles again even when nothing changed. Callers pass a projection so that the cache keeps
 only what they need (5,000 AKS-sized nodes as name + labels + providerID hold about 8 MB against
-nearly 100 MB whole: ``bench/kube_informer.py``); an update
-whose projection is unchanged (a node heartbeat, say) is not delivered.
+nearly 100 MB whole: ``bench/kube_informer.py``); an update whose projection is unchanged (a node
+heartbeat, say) is not delivered.
 
 The official client grew a ``SharedInformer`` in v37, but it caches pydantic models, waits a
 fixed 5 s after errors, has no jitter and no projection, so we keep this one.
