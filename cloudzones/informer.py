@@ -189,6 +189,13 @@ class Informer(Generic[T]):
                 delay = self._backoff(failures, exc.retry_after)
                 logger.warning("%s; trying again in %.1f s", exc, delay)
                 self._wait(delay)
+            except Exception:  # a projection or key function that fails must not end the informer for good
+                self.stats.errors += 1
+                failures += 1
+                delay = self._backoff(failures, None)
+                logger.exception("the %s informer failed; trying again in %.1f s", self._resource_name, delay)
+                relist = True
+                self._wait(delay)
 
     # -- internals -----------------------------------------------------------------------------
     @property

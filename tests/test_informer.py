@@ -285,6 +285,28 @@ class TestRecovery:
             inf.stop()
 
 
+    def test_projection_errors_back_off(self, api: FakeKubeApi, client: kube.KubeClient) -> None:
+        """A projection that raises is logged and retried with backoff instead of killing the thread."""
+        api.create("nodes", {"metadata": {"name": "a"}})
+        broken = [True]
+
+        def project(node: dict[str, Any]) -> Projected:
+            if broken[0]:
+                raise KeyError("spec")
+            return _project(node)
+
+        sleeper = Sleeper(gated=True)
+        inf = informer.Informer(client, kube.NODES, project=project, sleep=sleeper, rand=lambda: 0.0)
+        thread = inf.start()
+        try:
+            assert sleeper.wait_calls(1) and thread.is_alive() and inf.stats.errors == 1
+            broken[0] = False
+            sleeper.open()
+            assert inf.wait_for_sync(5) and inf.keys() == ["a"]
+        finally:
+            inf.stop()
+
+
 class TestResyncAndStop:
     """Periodic resync with an injected clock; stopping."""
 
