@@ -10,8 +10,8 @@ to the point, its ``KubernetesEmulator`` lacks what our controllers must be test
 lists report a placeholder ``resourceVersion``, watches ignore the requested ``resourceVersion``
 and ``timeoutSeconds`` and never send BOOKMARK or 410 Gone, updates never answer 409 Conflict,
 patches are plain dict merges, and there are no label selectors. So we wrote our own on the
-standard library's ``http.server.ThreadingHTTPServer`` (about a thousand lines in five modules),
-with the semantics our controllers depend on and the fault hooks our tests need.
+standard library's ``http.server.ThreadingHTTPServer`` (seven small modules, no dependency), with
+the semantics our controllers depend on and the fault hooks our tests need.
 """
 
 from cloudzones.testing._kube_faults import Fault, RequestRecord
