@@ -16,6 +16,7 @@ from cloudzones import errors
 # Each module defines ``register(subparsers)``; the order is the order of ``--help``.
 _COMMAND_MODULES: tuple[str, ...] = (
     "cloudzones.cli.zone",
+    "cloudzones.cli.lb",
 )
 
 log = logging.getLogger("cloudzones.cli")

@@ -43,6 +43,11 @@ class BackendPool:
     virtual_network: str = ""
     """ARM ID of the virtual network the addresses live in; required with addresses."""
 
+    def __post_init__(self) -> None:
+        if self.addresses and not self.virtual_network:
+            raise errors.ConfigError(f"backend pool {self.name!r} lists addresses but no virtual network;"
+                                     " IP-based members need vnetName in the cloud config")
+
     @classmethod
     def for_members(cls, name: str, members: Iterable[lb_members.PoolMember], *, virtual_network: str) -> BackendPool:
         """An IP-based pool of the members that report an address (named after their nodes)."""
@@ -252,9 +257,6 @@ def plan_load_balancer(existing: Mapping[str, Any] | None, *, name: str, locatio
     An existing load balancer keeps everything else it has (rules, probes, other frontends and
     pools): only what is missing is added, and the pool's addresses replaced when they differ.
     """
-    if pool.addresses and not pool.virtual_network:
-        raise errors.ConfigError(f"backend pool {pool.name!r} lists addresses but no virtual network;"
-                                 " IP-based members need vnetName in the cloud config")
     if not public_ip_ids:
         raise errors.ConfigError(f"load balancer {name!r} needs at least one public IP for its frontend")
     if existing is None:

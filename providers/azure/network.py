@@ -18,6 +18,7 @@ from azure.core.exceptions import AzureError
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.network import models as network_models
 
+from cloudzones import errors
 from providers.azure import arm, lb_plan
 from providers.azure.lb_members import backend_pool_members
 from providers.azure.throttle import ThrottleGate
@@ -158,6 +159,8 @@ def plan_load_balancer(api: NetworkApi, *, resource_group: str, location: str, n
     asked = [frontend_ip] if isinstance(frontend_ip, str) else list(frontend_ip)
     ids = [ip if ip.startswith("/") else lb_plan.network_id(api.subscription_id, resource_group,
                                                             "publicIPAddresses", ip) for ip in asked]
+    if not ids:
+        raise errors.ConfigError(f"load balancer {name!r} needs at least one public IP for its frontend")
     return lb_plan.plan_load_balancer(api.get_load_balancer(resource_group, name), name=name, location=location,
                                       public_ip_ids=ids, pool=pool)
 
