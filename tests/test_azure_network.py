@@ -426,3 +426,9 @@ class TestBasicSkuWithZones:
         basic = AzureConfig.from_mapping({"loadBalancerSku": "basic"}, environ={})
         with pytest.raises(errors.ConfigError, match="a \\(eastus-1\\)"):
             check_sku_for_zones(basic, [manifest])
+
+    def test_region_from_zone_labels(self) -> None:
+        """With neither location nor region labels, '<region>-<n>' zone labels imply the region."""
+        basic = AzureConfig.from_mapping({"loadBalancerSku": "basic"}, environ={})
+        with pytest.raises(errors.ConfigError, match="2 node\\(s\\)"):
+            check_sku_for_zones(basic, [node("a", zone="0"), node("b"), node("c", zone="eastus-3")])

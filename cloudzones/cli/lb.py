@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
         description=__doc__.splitlines()[0].split(": ", 1)[1])
     actions = parser.add_subparsers(dest="lb_command", metavar="ACTION", required=True)
     plan = actions.add_parser("plan", help="show pool membership and the resources to create or change",
-                              description=__doc__.split("\n\n", 1)[1].strip())
+                              description=__doc__.split("\n\n", 1)[1].strip().replace("``", ""))
     plan.add_argument("--nodes", required=True, metavar="NODES.yaml",
                       help="Node manifests: a v1 List (kubectl get nodes -o yaml) or a YAML list of Nodes")
     plan.add_argument("--cloud-config", metavar="PATH",

@@ -7,6 +7,7 @@ manifest (kubectl ``-o json`` shape) and the cloud config decide; nothing here t
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ LEGACY_ROLE_LABEL = "kubernetes.io/role"
 """``kubernetes.io/role=master`` marked control-plane nodes before 1.19; cloud-provider-azure still honours it."""
 EXTERNAL_GROUP_LABEL = "kubernetes.azure.com/resource-group"
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
+_ZONE_LABEL = re.compile(r"([a-z0-9]+)-[0-9]+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,12 +142,18 @@ def backend_pool_members(nodes: Iterable[Mapping[str, Any]], config: AzureConfig
 
 
 def nodes_region(nodes: Iterable[Mapping[str, Any]]) -> str:
-    """The region the nodes' ``topology.kubernetes.io/region`` labels name (the first one found), or ``""``."""
+    """The region the nodes' ``topology.kubernetes.io/region`` labels name, else the one their
+    ``<region>-<n>`` zone labels imply; ``""`` when neither says."""
+    nodes = list(nodes)
     for node in nodes:
         found = _labels(node)
         region = found.get(labels.REGION) or found.get(labels.BETA_REGION)
         if region:
             return normalize_region(str(region))
+    for node in nodes:
+        match = _ZONE_LABEL.fullmatch(node_zone(node))
+        if match:
+            return match.group(1)
     return ""
 
 
