@@ -14,7 +14,8 @@ import yaml
 
 from cloudzones.cli import main
 from tests.conftest import fixture_body
-from tests.test_azure_network import CONTROL_PLANE, EXCLUDE, NOT_FOUND, SUB, THROTTLED, node, pip
+from tests.test_azure_network import NOT_FOUND, SUB, THROTTLED, pip
+from tests.test_lb_members import CONTROL_PLANE, EXCLUDE, node
 
 NET = f"https://management.azure.com/subscriptions/{SUB}/resourceGroups/rg/providers/Microsoft.Network"
 TOKEN_URL = "http://169.254.169.254/metadata/identity/oauth2/token"
