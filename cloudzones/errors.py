@@ -15,10 +15,14 @@ chained as ``__cause__``.
     ├── ZoneUnavailable                   the instance exists but reports neither zone nor fault domain
     ├── MetadataError                     instance metadata unreachable, refused or malformed
     ├── CloudApiError                     an ARM call failed (.status, .retry_after)
-    ├── KubeApiError                      a Kubernetes API call failed (.status, .retry_after)
-    │   └── KubeConflict                  409: the object changed under us
+    ├── KubeApiError                      a Kubernetes API call failed (.status, .retry_after, .reason)
+    │   ├── KubeConflict                  409: the object changed under us
+    │   │   └── KubeAlreadyExists         409: a create found the name taken
+    │   ├── KubeNotFound (LookupError)    404: no such object
+    │   └── KubeGone                      410: a watch's resourceVersion is too old; list again
     ├── NoZonedNodes                      a zoned volume must be placed but no zone is known
-    └── NotEnoughCandidates               a placement cannot reach .required (.chosen)
+    ├── NotEnoughCandidates               a placement cannot reach .required (.chosen)
+    └── InvalidPlacementSpec (ValueError) a placement request is malformed (spread constraint, selector, count)
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ class ConfigError(CloudZonesError, ValueError):
 
 class InvalidStorageClass(CloudZonesError, ValueError):
     """A StorageClass breaks a rule; the message names the rule and the offending parameters."""
+
+    def __init__(self, message: str, *, rule: str = "") -> None:
+        super().__init__(message)
+        self.rule = rule
+        """The short name of the rule that was broken (``zone-and-zones``), when known."""
 
 
 class NodeNotFound(CloudZonesError, LookupError):
@@ -77,13 +86,36 @@ class CloudApiError(_StatusError):
 class KubeApiError(_StatusError):
     """A Kubernetes API call failed."""
 
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None,
+                 reason: str = "") -> None:
+        super().__init__(message, status=status, retry_after=retry_after)
+        self.reason = reason
+        """The ``reason`` of the apiserver's ``Status`` (``Conflict``, ``AlreadyExists``, ...), when it sent one."""
+
 
 class KubeConflict(KubeApiError):
     """The object changed since it was read (HTTP 409)."""
 
 
+class KubeAlreadyExists(KubeConflict):
+    """A create found the name already taken (HTTP 409, reason ``AlreadyExists``)."""
+
+
+class KubeNotFound(KubeApiError, LookupError):
+    """The object does not exist (HTTP 404)."""
+
+
+class KubeGone(KubeApiError):
+    """The requested resourceVersion is older than the server keeps (HTTP 410): list again, then watch."""
+
+
 class NoZonedNodes(CloudZonesError):
     """A zoned volume must be placed but no zone can be determined."""
+
+    def __init__(self, message: str, *, rule: str = "") -> None:
+        super().__init__(message)
+        self.rule = rule
+        """The short name of the zone-choice rule that could not decide (``selected-node``), when known."""
 
 
 class NotEnoughCandidates(CloudZonesError):
@@ -93,3 +125,7 @@ class NotEnoughCandidates(CloudZonesError):
         super().__init__(message)
         self.chosen: list[Any] = list(chosen)
         self.required = required
+
+
+class InvalidPlacementSpec(CloudZonesError, ValueError):
+    """A placement request is malformed: a spread constraint, label selector, count or candidate list."""

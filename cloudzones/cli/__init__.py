@@ -16,6 +16,10 @@ from cloudzones import errors
 # Each module defines ``register(subparsers)``; the order is the order of ``--help``.
 _COMMAND_MODULES: tuple[str, ...] = (
     "cloudzones.cli.zone",
+    "cloudzones.cli.volume_zone",
+    "cloudzones.cli.controller",
+    "cloudzones.cli.node_agent",
+    "cloudzones.cli.webhook",
     "cloudzones.cli.lb",
 )
 

@@ -43,6 +43,11 @@ class ScaleSet:
     uniform: bool
 
 
+def _text(value: Any) -> str:
+    """The string behind an SDK enum member or plain value (``str()`` of an enum gives its qualified name)."""
+    return str(getattr(value, "value", value) or "")
+
+
 def _instance(model: Any) -> Instance:
     os_profile = getattr(model, "os_profile", None)
     computer = (getattr(os_profile, "computer_name", None) or model.name or "").lower()
@@ -69,11 +74,10 @@ class Disk:
 
 
 def _disk(model: Any) -> Disk:
-    sku_name = getattr(getattr(model, "sku", None), "name", None) or ""
     return Disk(id=model.id or "", name=model.name or "", location=model.location or "",
-                zones=tuple(model.zones or ()), sku=str(getattr(sku_name, "value", sku_name)),
+                zones=tuple(model.zones or ()), sku=_text(getattr(getattr(model, "sku", None), "name", None)),
                 size_gib=int(getattr(model, "disk_size_gb", 0) or 0), managed_by=str(model.managed_by or ""),
-                provisioning_state=str(getattr(model, "provisioning_state", "") or ""), tags=dict(model.tags or {}))
+                provisioning_state=_text(getattr(model, "provisioning_state", None)), tags=dict(model.tags or {}))
 
 
 
@@ -81,7 +85,7 @@ def _scale_set(model: Any) -> ScaleSet:
     profile = getattr(model, "virtual_machine_profile", None)
     os_profile = getattr(profile, "os_profile", None) if profile is not None else None
     prefix = getattr(os_profile, "computer_name_prefix", None) or model.name or ""
-    mode = str(getattr(model, "orchestration_mode", None) or "Uniform")
+    mode = _text(getattr(model, "orchestration_mode", None)) or "Uniform"
     return ScaleSet(name=model.name or "", computer_name_prefix=prefix.lower(), uniform=mode.lower() == "uniform")
 
 

@@ -240,6 +240,17 @@ class AzureProvider:
         return disks.delete_disk(self.compute(), resource_group=self._group(), name=name,
                                  timeout=self._arm_settings.polling_timeout)
 
+    def delete_volume_disk(self, pv: Mapping[str, Any]) -> bool:
+        """Delete the managed disk behind ``pv`` if it lives in the configured subscription and group."""
+        uri = disks.volume_disk_uri(pv)
+        if not uri:
+            name = (pv.get("metadata") or {}).get("name")
+            raise errors.CloudZonesError(f"PersistentVolume {name!r} has no Azure managed disk")
+        parsed = disks.check_subscription(uri, self.config.subscription_id)
+        if not parsed.same_group(self._group()):
+            raise errors.CloudZonesError(f"disk {uri!r} is outside resource group {self._group()!r}; not deleting it")
+        return self.delete_disk(parsed.name)
+
     def labels_for_volume(self, pv: Mapping[str, Any]) -> dict[str, str]:
         """Topology labels for a PV backed by an Azure managed disk; ``{}`` for other PVs and placeholders."""
         uri = disks.volume_disk_uri(pv)

@@ -1,0 +1,69 @@
+"""``cloudzones controller``: label every node with its zone through ARM, leader-elected through a Lease."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+from typing import Any
+
+from cloudzones import controller, informer, leader
+from cloudzones.cli import _service
+
+log = logging.getLogger("cloudzones.controller")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``controller`` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "controller", help="run the node labeller (Deployment mode)", description=__doc__.splitlines()[0])
+    parser.add_argument("--cloud-config", metavar="PATH", default="/etc/kubernetes/azure.json",
+                        help="cloud-provider-azure cloud config (default /etc/kubernetes/azure.json)")
+    _service.add_kube_options(parser)
+    _service.add_metrics_option(parser)
+    parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles (default 4)")
+    parser.add_argument("--no-beta-labels", action="store_true", help="do not write failure-domain.beta.* labels")
+    parser.add_argument("--resync-period", type=float, default=300.0, help="seconds between full re-checks")
+    parser.add_argument("--no-leader-election", action="store_true", help="act without holding the Lease")
+    parser.add_argument("--leader-election-namespace", default="cloudzones-system", help="namespace of the Lease")
+    parser.add_argument("--leader-election-name", default="cloudzones-controller", help="name of the Lease")
+    parser.add_argument("--annotate-pods", metavar="SELECTOR",
+                        help="also copy node topology labels into annotations of pods matching SELECTOR")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run until SIGTERM; returns the exit code."""
+    import providers
+
+    stop = threading.Event()
+    _service.stop_on_signals(stop)
+    client = _service.kube_client(args)
+    provider = providers.get("azure", cloud_config=args.cloud_config)
+    settings = controller.ControllerSettings(
+        beta_labels=not args.no_beta_labels, workers=args.workers,
+        informer=informer.InformerSettings(resync_period=args.resync_period))
+    labeller = controller.NodeLabeler(client, provider, settings=settings)
+    elector = None
+    if not args.no_leader_election:
+        elector = leader.LeaderElector(client, name=args.leader_election_name,
+                                       namespace=args.leader_election_namespace,
+                                       on_started_leading=lambda: labeller.set_leading(True),
+                                       on_stopped_leading=lambda: labeller.set_leading(False))
+    health = _service.start_health(args, labeller.metrics.registry, ready=labeller.informer.synced.is_set)
+    labeller.start(leading=elector is None)
+    election = None
+    if elector is not None:
+        election = threading.Thread(target=elector.run, name="leader-election", daemon=True)
+        election.start()
+    log.info("controller running (leader election %s)", "off" if elector is None else "on")
+    stop.wait()
+    if elector is not None:
+        elector.stop()
+        if election is not None:
+            election.join(timeout=10)  # releases the Lease so the other replica takes over at once
+    labeller.stop()
+    if health is not None:
+        health.shutdown()
+    client.close()
+    return 0

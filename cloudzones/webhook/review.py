@@ -1,0 +1,147 @@
+"""Review an ``admission.k8s.io/v1`` AdmissionReview for a PersistentVolume: add zone labels and node affinity.
+
+Pure: the disk lookup is injected as ``labels_for_volume``. A well-formed review always gets a
+well-formed answer; only a body that is not an AdmissionReview at all raises `MalformedReview`
+(the server turns that into HTTP 400).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cloudzones import errors, labels
+
+log = logging.getLogger(__name__)
+
+VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+LabelsForVolume = Callable[[Mapping[str, Any]], Mapping[str, str]]
+
+
+class MalformedReview(errors.CloudZonesError, ValueError):
+    """The request body is not an AdmissionReview we can answer."""
+
+
+def _escape(key: str) -> str:
+    # RFC 6901: "~" first, then "/".
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def parse(body: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
+    """Decode and check the envelope; `MalformedReview` says what is wrong."""
+    if isinstance(body, (bytes, str)):
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise MalformedReview(f"body is not JSON: {exc}") from exc
+    else:
+        data = body
+    if not isinstance(data, Mapping):
+        raise MalformedReview(f"an AdmissionReview must be a JSON object, got {type(data).__name__}")
+    if data.get("kind") != "AdmissionReview" or data.get("apiVersion") not in VERSIONS:
+        raise MalformedReview(f"expected kind AdmissionReview in {list(VERSIONS)}, got kind {data.get('kind')!r}"
+                              f" apiVersion {data.get('apiVersion')!r}")
+    request = data.get("request")
+    if not isinstance(request, Mapping) or not isinstance(request.get("uid"), str) or not request["uid"]:
+        raise MalformedReview("the AdmissionReview has no request.uid")
+    return dict(data)
+
+
+def _answer(review: Mapping[str, Any], *, allowed: bool = True, patch: list[dict[str, Any]] | None = None,
+            warnings: list[str] | None = None, message: str | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": review["request"]["uid"], "allowed": allowed}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode("ascii")
+    if warnings:
+        response["warnings"] = [w[:120] for w in warnings]
+    if message is not None:
+        response["status"] = {"code": 403 if not allowed else 200, "message": message}
+    return {"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response}
+
+
+def _has_topology(existing: object) -> bool:
+    if not isinstance(existing, Mapping):
+        return False
+    has_zone = any(existing.get(k) for k in labels.ZONE_KEYS)
+    has_region = any(existing.get(k) for k in labels.REGION_KEYS)
+    return has_zone and has_region
+
+
+def patch_for(pv: Mapping[str, Any], new_labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    """JSON Patch adding ``new_labels`` and matching required node-affinity terms to ``pv``."""
+    metadata = pv.get("metadata")
+    current = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    ops: list[dict[str, Any]] = []
+    wanted = {k: v for k, v in new_labels.items() if not isinstance(current, Mapping) or current.get(k) != v}
+    # "add" needs the parent to exist: create whatever level is missing, with its content.
+    if not isinstance(metadata, Mapping):
+        ops.append({"op": "add", "path": "/metadata", "value": {"labels": dict(wanted)}})
+    elif not isinstance(current, Mapping):
+        ops.append({"op": "add", "path": "/metadata/labels", "value": dict(wanted)})
+    else:
+        ops += [{"op": "add", "path": f"/metadata/labels/{_escape(k)}", "value": v} for k, v in wanted.items()]
+    # Affinity on the GA keys only: every node labeller writes them; beta ones may be switched off.
+    requirements = [{"key": key, "operator": "In", "values": [new_labels[key]]}
+                    for key in (labels.ZONE, labels.REGION) if new_labels.get(key)]
+    if not requirements:
+        return ops
+    spec = pv.get("spec")
+    if not isinstance(spec, Mapping):
+        affinity_value = {"required": {"nodeSelectorTerms": [{"matchExpressions": requirements}]}}
+        ops.append({"op": "add", "path": "/spec", "value": {"nodeAffinity": affinity_value}})
+        return ops
+    affinity = spec.get("nodeAffinity")
+    required = affinity.get("required") if isinstance(affinity, Mapping) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    if not isinstance(terms, list) or not terms:
+        value = {"required": {"nodeSelectorTerms": [{"matchExpressions": requirements}]}}
+        if isinstance(affinity, Mapping):
+            ops.append({"op": "add", "path": "/spec/nodeAffinity/required", "value": value["required"]})
+        else:
+            ops.append({"op": "add", "path": "/spec/nodeAffinity", "value": value})
+        return ops
+    # Terms are OR-ed: each must also require the disk's zone, or one term could place the pod elsewhere.
+    for index, term in enumerate(terms):
+        expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        have = {e.get("key") for e in expressions or [] if isinstance(e, Mapping)}
+        missing = [r for r in requirements if r["key"] not in have]
+        if not missing:
+            continue
+        if isinstance(expressions, list):
+            ops += [{"op": "add", "path": f"/spec/nodeAffinity/required/nodeSelectorTerms/{index}/matchExpressions/-",
+                     "value": r} for r in missing]
+        else:
+            ops.append({"op": "add", "path": f"/spec/nodeAffinity/required/nodeSelectorTerms/{index}/matchExpressions",
+                        "value": missing})
+    return ops
+
+
+def review(body: bytes | str | Mapping[str, Any], *, labels_for_volume: LabelsForVolume,
+           fail_closed: bool = False) -> dict[str, Any]:
+    """The AdmissionReview response for ``body``; raises only `MalformedReview`."""
+    data = parse(body)
+    request = data["request"]
+    kind = (request.get("kind") or {}).get("kind") if isinstance(request.get("kind"), Mapping) else None
+    pv = request.get("object")
+    if request.get("operation") != "CREATE" or kind != "PersistentVolume" or not isinstance(pv, Mapping):
+        return _answer(data)
+    raw_metadata = pv.get("metadata")
+    metadata: Mapping[str, Any] = raw_metadata if isinstance(raw_metadata, Mapping) else {}
+    name = metadata.get("name", "?")
+    if _has_topology(metadata.get("labels") or {}):
+        return _answer(data)  # dynamically provisioned PVs that already say where they are are trusted
+    try:
+        found = dict(labels_for_volume(pv))
+    except Exception as exc:  # the webhook must answer whatever the cloud did
+        log.warning("cannot label PersistentVolume %s: %s", name, exc)
+        text = f"cloudzones could not read the disk of PersistentVolume {name}: {exc}"
+        if fail_closed:
+            return _answer(data, allowed=False, message=text)
+        return _answer(data, warnings=[text])
+    if not found:
+        return _answer(data)
+    return _answer(data, patch=patch_for(pv, found))
