@@ -20,6 +20,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "cloudzones.cli.controller",
     "cloudzones.cli.node_agent",
     "cloudzones.cli.webhook",
+    "cloudzones.cli.lb",
 )
 
 log = logging.getLogger("cloudzones.cli")

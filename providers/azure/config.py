@@ -46,6 +46,10 @@ class AzureConfig:
     vm_type: str = "vmss"
     load_balancer_sku: str = "standard"
     exclude_master_from_standard_lb: bool = True
+    vnet_name: str = ""
+    """The cluster's virtual network (``vnetName``): IP-based load balancer backend pools address nodes in it."""
+    vnet_resource_group: str = ""
+    """The virtual network's resource group (``vnetResourceGroup``); empty means ``resource_group``."""
     use_managed_identity_extension: bool = False
     user_assigned_identity_id: str = ""
     aad_client_id: str = ""
@@ -126,6 +130,8 @@ class AzureConfig:
             vm_type=vm_type,
             load_balancer_sku=sku,
             exclude_master_from_standard_lb=_flag(raw, "excludeMasterFromStandardLB", True),
+            vnet_name=text("vnetName"),
+            vnet_resource_group=text("vnetResourceGroup"),
             use_managed_identity_extension=_flag(raw, "useManagedIdentityExtension", False),
             user_assigned_identity_id=text("userAssignedIdentityID"),
             aad_client_id=(env.get("AZURE_CLIENT_ID", "") if token_file else "") or text("aadClientId"),

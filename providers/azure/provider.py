@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from azure.core.credentials import TokenCredential
@@ -19,7 +19,8 @@ from cloudzones import errors
 from cloudzones.cache import TtlCache
 from cloudzones.topology import Topology, make_zone, normalize_region
 from providers import metadata
-from providers.azure import arm, credentials, disks, imds, resource_ids
+from providers.azure import arm, credentials, disks, imds, lb_plan, resource_ids
+from providers.azure import network as networking
 from providers.azure.compute import ComputeApi, Disk, Instance, ScaleSet
 from providers.azure.config import AzureConfig
 from providers.azure.throttle import ArmCalls, ThrottleGate
@@ -70,6 +71,7 @@ class AzureProvider:
                                                  clock=clock, sleep=sleep)
         self.gate = ThrottleGate(clock=clock, default_wait=self._arm_settings.default_throttle)
         self._apis: dict[str, ComputeApi] = {}
+        self._network_apis: dict[str, networking.NetworkApi] = {}
         self._apis_lock = threading.Lock()
         self._vms: TtlCache[tuple[str, str, str], Instance | None] = TtlCache(ttl=config.vm_cache_ttl, clock=clock)
         self._vmss_vms: TtlCache[tuple[str, str, str], dict[str, Instance] | None] = TtlCache(
@@ -106,6 +108,23 @@ class AzureProvider:
                                  credential_scopes=self._scopes, settings=self._arm_settings, sleep=self._sleep,
                                  transport=self._transport, connection_verify=self._verify)
                 self._apis[sub.lower()] = api
+        return api
+
+    def network(self, subscription_id: str | None = None) -> networking.NetworkApi:
+        """The network client for a subscription (the configured one by default), sharing the throttle gate."""
+        sub = subscription_id or self.config.subscription_id
+        if not sub:
+            raise errors.ConfigError("no subscriptionId in the cloud config; ARM calls need one")
+        with self._apis_lock:
+            api = self._network_apis.get(sub.lower())
+            if api is None:
+                if self._credential is None:
+                    self._credential = credentials.build_credential(self.config)
+                api = networking.NetworkApi(self._credential, sub, gate=self.gate, base_url=self._base_url,
+                                            credential_scopes=self._scopes, settings=self._arm_settings,
+                                            sleep=self._sleep, transport=self._transport,
+                                            connection_verify=self._verify)
+                self._network_apis[sub.lower()] = api
         return api
 
     def topology_by_provider_id(self, provider_id: str) -> Topology | None:
@@ -243,14 +262,30 @@ class AzureProvider:
             raise errors.CloudApiError(f"disk {uri!r} does not exist", status=404)
         return disks.labels_for_disk(disk)
 
+    # -- load balancer ----------------------------------------------------------------------------
+
+    def ensure_public_ip(self, name: str, *, zones: str | Sequence[str] | None = None,
+                         region_zones: Sequence[str] = lb_plan.DEFAULT_REGION_ZONES) -> tuple[networking.PublicIp, str]:
+        """A Standard static public IP in the configured group, zone-redundant by default; ``(ip, action)``."""
+        return networking.ensure_public_ip(self.network(), resource_group=self._group(), location=self._location(),
+                                           name=name, zones=zones, region_zones=region_zones,
+                                           timeout=self._arm_settings.polling_timeout)
+
+    def ensure_load_balancer(self, name: str, *, frontend_ip: str | Sequence[str],
+                             backend_pool: str | lb_plan.BackendPool) -> tuple[networking.LoadBalancer, str]:
+        """A Standard load balancer in the configured group, one frontend per public IP; ``(lb, action)``."""
+        return networking.ensure_load_balancer(self.network(), resource_group=self._group(),
+                                               location=self._location(), name=name, frontend_ip=frontend_ip,
+                                               backend_pool=backend_pool, timeout=self._arm_settings.polling_timeout)
+
     def _group(self) -> str:
         if not self.config.resource_group:
-            raise errors.ConfigError("no resourceGroup in the cloud config; disk operations need one")
+            raise errors.ConfigError("no resourceGroup in the cloud config; disk and network operations need one")
         return self.config.resource_group
 
     def _location(self) -> str:
         if not self.config.location:
-            raise errors.ConfigError("no location in the cloud config; disk creation needs one")
+            raise errors.ConfigError("no location in the cloud config; creating disks and network resources needs one")
         return self.config.location
 
     @staticmethod
