@@ -21,6 +21,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "cloudzones.cli.node_agent",
     "cloudzones.cli.webhook",
     "cloudzones.cli.lb",
+    "cloudzones.cli.simulate",
 )
 
 log = logging.getLogger("cloudzones.cli")

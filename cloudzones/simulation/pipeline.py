@@ -159,8 +159,12 @@ def plan_workload(world: World, progress: Progress) -> dict[str, Any] | None:
     if workload is None:
         return None
     progress(f"placement: planning {workload.replicas} replicas of {workload.name}")
+    # Unzoned nodes carry a fault domain in the zone label; spreading over "zones" must not count them,
+    # so the pod requires nodes without our fault-domain label.
+    unzoned_excluded = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": labels.FAULT_DOMAIN, "operator": "DoesNotExist"}]}]}}
     template = {"metadata": {"namespace": "default", "labels": {"app": workload.name}},
-                "spec": {"topologySpreadConstraints": [{
+                "spec": {"affinity": {"nodeAffinity": unzoned_excluded}, "topologySpreadConstraints": [{
                     "maxSkew": workload.max_skew, "topologyKey": workload.topology_key,
                     "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": workload.name}}}]}}
     nodes = world.api.list("nodes")
