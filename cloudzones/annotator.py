@@ -273,7 +273,7 @@ class PodZoneAnnotator:
         self.informer.start()
 
     def stop(self, timeout: float | None = 5.0) -> None:
-        """End the informer, workers and timer; a pod being handled is finished first."""
+        """End the informer, workers and timer; a pod being handled is finished first, queued ones are dropped."""
         self._stop.set()
         self.informer.stop(timeout)
         self.queue.shutdown()
@@ -365,6 +365,9 @@ class PodZoneAnnotator:
         while True:
             key = queue.get()
             if key is None:
+                return
+            if self._stop.is_set():  # leadership lost or shutting down: leave the rest to the next run
+                queue.done(key)
                 return
             try:
                 self.run_once(key)
