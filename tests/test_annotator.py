@@ -71,6 +71,7 @@ class TestRunOnce:
         zones = _annotator(client)
         assert zones.run_once("apps/p") is annotator.Outcome.ANNOTATED
         assert _annotations(api) == {"keep": "me", **WANTED}
+        assert api.wait_for_requests(1, "patch", "pods")  # the fake logs a request just after answering it
         patches = [r for r in api.requests if r.verb == "patch"]
         assert [(r.path, r.content_type) for r in patches] == [
             ("/api/v1/namespaces/apps/pods/p", "application/merge-patch+json")]
@@ -83,7 +84,7 @@ class TestRunOnce:
         zones = _annotator(client)
         zones.run_once("apps/p")
         assert zones.run_once("apps/p") is annotator.Outcome.UNCHANGED
-        assert api.count("patch", "pods") == 1
+        assert api.wait_for_requests(1, "patch", "pods") and api.count("patch", "pods") == 1
 
     def test_unbound_pod_untouched(self, api: FakeKubeApi, client: kube.KubeClient) -> None:
         """A pod without a node is skipped: no node read, no patch, no retry."""
@@ -103,7 +104,7 @@ class TestRunOnce:
         assert zones.run_once("apps/p") is annotator.Outcome.ANNOTATED
         assert _annotations(api) == {**WANTED, labels.ZONE: "westus-1"}
         assert zones.run_once("apps/p") is annotator.Outcome.UNCHANGED
-        assert api.count("patch", "pods") == 1
+        assert api.wait_for_requests(1, "patch", "pods") and api.count("patch", "pods") == 1
         assert [r.getMessage() for r in caplog.records if "leaving it" in r.getMessage()] == [
             "pod apps/p already has the annotation topology.kubernetes.io/zone='westus-1'; leaving it "
             "(node 'n1' says 'eastus-2')"]
