@@ -22,3 +22,7 @@ AZURE_MANAGED: Final = "kubernetes.azure.com/managed"
 
 ZONE_KEYS: Final = (ZONE, BETA_ZONE)
 REGION_KEYS: Final = (REGION, BETA_REGION)
+
+#: Pod annotation written by the pod zone annotator: the node's topology label values joined
+#: with ``_`` in key order (``eastus-1_eastus`` for zone, region), the Loki operator's convention.
+POD_ZONES: Final = "topology.cloudzones.io/zones"
