@@ -62,7 +62,8 @@ class NodeLabeler:
     """Label every node with its region and zone (GA and beta keys, plus the fault domain when unzoned)."""
 
     def __init__(self, client: kube.KubeClient, provider: Any, *, settings: ControllerSettings | None = None,
-                 registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.monotonic,
+                 on_node_change: Callable[[str], object] | None = None) -> None:
         self.client, self.provider = client, provider
         self.settings = settings or ControllerSettings()
         self.queue = workqueue.KeyQueue()
@@ -70,9 +71,11 @@ class NodeLabeler:
         self.stop_event = threading.Event()
         self.active = threading.Event()
         """Set while this replica may act (always, without leader election)."""
+        # on_node_change lets the pod annotator wake pods waiting for a node's labels.
+        notify = (lambda *views: on_node_change(views[-1].name)) if on_node_change else None
         self.informer: informer.Informer[nodelabels.NodeView] = informer.Informer(
             client, kube.NODES, project=nodelabels.project, queue=self.queue, settings=self.settings.informer,
-            stop=self.stop_event)
+            stop=self.stop_event, on_add=notify, on_update=notify)
         self.metrics = ControllerMetrics(registry or CollectorRegistry())
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         calls = getattr(provider, "arm_calls", None)
@@ -177,6 +180,11 @@ class NodeLabeler:
         cached = self.informer.keys()
         for key in cached:
             self.queue.add(key)
+
+    def node_labels(self, name: str) -> dict[str, str] | None:
+        """The topology labels of node ``name`` from the cache (for the pod annotator), or None."""
+        view = self.informer.get(name)
+        return None if view is None else dict(view.labels)
 
     def start(self, *, leading: bool = True) -> None:
         """Start the informer, the workers and the retry timer; ``leading`` False waits for `set_leading`."""

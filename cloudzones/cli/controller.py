@@ -7,7 +7,7 @@ import logging
 import threading
 from typing import Any
 
-from cloudzones import controller, informer, leader
+from cloudzones import annotator, controller, informer, leader
 from cloudzones.cli import _service
 
 log = logging.getLogger("cloudzones.controller")
@@ -43,15 +43,28 @@ def run(args: argparse.Namespace) -> int:
     settings = controller.ControllerSettings(
         beta_labels=not args.no_beta_labels, workers=args.workers,
         informer=informer.InformerSettings(resync_period=args.resync_period))
-    labeller = controller.NodeLabeler(client, provider, settings=settings)
+    pods: annotator.PodZoneAnnotator | None = None
+    labeller = controller.NodeLabeler(client, provider, settings=settings,
+                                      on_node_change=lambda name: pods.node_changed(name) if pods else 0)
+    if args.annotate_pods:
+        pods = annotator.PodZoneAnnotator(client, label_selector=args.annotate_pods, node_labels=labeller.node_labels)
+
+    def leading(now: bool) -> None:
+        labeller.set_leading(now)
+        if pods is not None:
+            # start/stop join threads: keep them off the elector's own thread.
+            threading.Thread(target=pods.start if now else pods.stop, daemon=True, name="annotator-switch").start()
+
     elector = None
     if not args.no_leader_election:
         elector = leader.LeaderElector(client, name=args.leader_election_name,
                                        namespace=args.leader_election_namespace,
-                                       on_started_leading=lambda: labeller.set_leading(True),
-                                       on_stopped_leading=lambda: labeller.set_leading(False))
+                                       on_started_leading=lambda: leading(True),
+                                       on_stopped_leading=lambda: leading(False))
     health = _service.start_health(args, labeller.metrics.registry, ready=labeller.informer.synced.is_set)
     labeller.start(leading=elector is None)
+    if elector is None and pods is not None:
+        pods.start()
     election = None
     if elector is not None:
         election = threading.Thread(target=elector.run, name="leader-election", daemon=True)
@@ -63,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         if election is not None:
             election.join(timeout=10)  # releases the Lease so the other replica takes over at once
     labeller.stop()
+    if pods is not None:
+        pods.stop()
     if health is not None:
         health.shutdown()
     client.close()

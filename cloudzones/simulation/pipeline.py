@@ -16,7 +16,7 @@ from typing import Any
 import jsonpatch
 import requests
 
-from cloudzones import controller, errors, is_availability_zone, labels, leader, nodeagent, placement
+from cloudzones import annotator, controller, errors, is_availability_zone, labels, leader, nodeagent, placement
 from cloudzones.simulation.world import World
 from cloudzones.webhook import review, server
 from storageclass import Provisioner, StorageClassSpec, explain_zones
@@ -179,11 +179,16 @@ def plan_workload(world: World, progress: Progress) -> dict[str, Any] | None:
                                                "labels": {"app": workload.name}},
                                   "spec": {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]}},
                          namespace="default")
+    progress("annotator: copying node zones onto the workload's pods")
+    pods = annotator.PodZoneAnnotator(world.client, label_selector=f"app={workload.name}")
+    annotated = collections.Counter(str(pods.run_once(f"default/{workload.name}-{i}").value) for i in range(len(plan)))
     zones = [zone_of[node] for node in plan]
     report = placement.failure_report(zones, workload.replication_factor)
     return {"name": workload.name, "plan": [{"pod": f"{workload.name}-{i}", "node": n, "zone": zone_of[n]}
                                             for i, n in enumerate(plan)],
-            "perZone": dict(collections.Counter(zones)), "maxSkew": workload.max_skew,
+            "perZone": dict(collections.Counter(zones)), "maxSkew": workload.max_skew, "annotator": dict(annotated),
+            "podAnnotations": {p["metadata"]["name"]: p["metadata"].get("annotations", {})
+                               for p in world.api.list("pods", namespace="default")},
             "replicationFactor": workload.replication_factor, "tolerance": {
                 "zones": list(report.zones), "writeZoneFailures": report.write_zone_failures,
                 "readZoneFailures": report.read_zone_failures, "quorum": report.quorum, "notes": list(report.notes)}}

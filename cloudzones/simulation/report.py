@@ -99,6 +99,11 @@ def checks(result: Mapping[str, Any], node_labels: Mapping[str, Mapping[str, str
         if "tolerance" in workload and workload["tolerance"]["writeZoneFailures"] < 1:
             problems.append("losing one zone stops writes")
         check("the workload plan respects maxSkew and survives losing one zone", problems)
+        if "plan" in workload and "error" not in workload:
+            zone_of_pod = {p["pod"]: p["zone"] for p in workload["plan"]}
+            check("every workload pod is annotated with its node's zone",
+                  [pod for pod, zone in zone_of_pod.items()
+                   if (workload.get("podAnnotations") or {}).get(pod, {}).get(labels.ZONE) != zone])
     return found
 
 
