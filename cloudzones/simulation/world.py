@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import secrets
 import tempfile
 from collections.abc import Iterator
 
@@ -14,6 +15,10 @@ from cloudzones.testing.kubeapi import FakeKubeApi
 from cloudzones.testing.tls import TlsFiles, make_tls_files
 from providers.azure import AzureConfig, AzureProvider
 from providers.azure.arm import ArmSettings
+
+
+SIMULATED_SECRET = "sim-secret-" + secrets.token_hex(8)
+"""The client secret the simulated cloud config carries; it must never appear in any log line."""
 
 
 @dataclasses.dataclass
@@ -29,9 +34,13 @@ class World:
 
     def provider(self, *, imds_node: str | None = None) -> AzureProvider:
         """A real AzureProvider against the fakes (``imds_node``: whose IMDS it reads)."""
+        # A client secret is configured (though the injected credential is used) so that the
+        # simulation also proves secrets never reach a log.
         config = AzureConfig.from_mapping({"subscriptionId": self.scenario.subscription,
                                            "resourceGroup": self.scenario.resource_group,
-                                           "location": self.scenario.region}, environ={})
+                                           "location": self.scenario.region, "tenantId": "simulated-tenant",
+                                           "aadClientId": "simulated-client", "aadClientSecret": SIMULATED_SECRET},
+                                          environ={})
         return AzureProvider(config, credential=StaticCredential(), resource_manager_url=self.arm.url,
                              connection_verify=str(self.tls.ca_file),
                              imds_url=self.imds.url_for(imds_node) if imds_node else "http://127.0.0.1:9",
