@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -39,49 +40,39 @@ class TestParserFuzz:
             manifest["volumeBindingMode"] = mode
         if topologies is not None:
             manifest["allowedTopologies"] = topologies
-        try:
+        with contextlib.suppress(errors.InvalidStorageClass):
             StorageClassSpec.from_manifest(manifest, region="eastus")
-        except errors.InvalidStorageClass:
-            pass
 
     @FUZZ
     @given(JSON)
     def test_storage_class_any_shape(self, manifest: Any) -> None:
         """Even a manifest of the wrong shape only raises InvalidStorageClass."""
-        try:
+        with contextlib.suppress(errors.InvalidStorageClass):
             StorageClassSpec.from_manifest(manifest if isinstance(manifest, dict) else {"parameters": manifest})
-        except errors.InvalidStorageClass:
-            pass
 
     @FUZZ
     @given(st.one_of(JSON, st.fixed_dictionaries({"compute": st.dictionaries(
         st.sampled_from(["location", "zone", "platformFaultDomain", "platformSubFaultDomain"]), JSON, max_size=4)})))
     def test_imds_document(self, document: Any) -> None:
         """topology_from_imds raises only MetadataError or InvalidZone."""
-        try:
+        with contextlib.suppress(errors.MetadataError, errors.InvalidZone):
             topology_from_imds(document)
-        except (errors.MetadataError, errors.InvalidZone):
-            pass
 
     @FUZZ
     @given(st.lists(st.sampled_from(["", "subscriptions", "s", "resourceGroups", "rg", "providers", "Microsoft.Compute",
                                      "disks", "d", "x/y"]), max_size=11))
     def test_disk_uri(self, parts: list[str]) -> None:
         """parse_disk_uri raises only InvalidResourceId."""
-        try:
+        with contextlib.suppress(errors.InvalidResourceId):
             parse_disk_uri("/".join(parts))
-        except errors.InvalidResourceId:
-            pass
 
     @FUZZ
     @given(st.dictionaries(st.sampled_from(["region", "nodes", "claims", "storageClasses", "workload", "staticVolumes",
                                             "name"]), JSON, max_size=6))
     def test_scenario(self, data: dict[str, Any]) -> None:
         """Scenario validation raises only ScenarioError."""
-        try:
+        with contextlib.suppress(scenario.ScenarioError):
             scenario.parse(data)
-        except scenario.ScenarioError:
-            pass
 
 
 class TestLogsKeepSecrets:

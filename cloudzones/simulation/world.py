@@ -16,7 +16,6 @@ from cloudzones.testing.tls import TlsFiles, make_tls_files
 from providers.azure import AzureConfig, AzureProvider
 from providers.azure.arm import ArmSettings
 
-
 SIMULATED_SECRET = "sim-secret-" + secrets.token_hex(8)
 """The client secret the simulated cloud config carries; it must never appear in any log line."""
 
