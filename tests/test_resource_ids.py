@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from cloudzones import errors
 from providers.azure import parse_provider_id, parse_resource_id, vmss_instance_id
-from providers.azure.resource_ids import disk_uri, parse_disk_uri, vmss_computer_name_prefix
+from providers.azure.resource_ids import disk_uri, parse_disk_uri, vmss_computer_name, vmss_computer_name_prefix
 
 SUB = "00000000-0000-0000-0000-000000000001"
 
@@ -107,6 +107,17 @@ class TestVmssInstanceId:
         """Short names and non-base-36 suffixes are refused."""
         with pytest.raises(errors.InvalidResourceId):
             vmss_instance_id(name)
+
+    @given(st.integers(min_value=0, max_value=36**6 - 1))
+    def test_computer_name_round_trip(self, instance: int) -> None:
+        """vmss_computer_name and vmss_instance_id are inverses."""
+        assert vmss_instance_id(vmss_computer_name("aks-np-vmss", instance)) == str(instance)
+
+    @pytest.mark.parametrize("instance", [-1, 36**6, True, "1"])
+    def test_computer_name_bad_instance(self, instance: object) -> None:
+        """Instance ids outside six base-36 digits are refused."""
+        with pytest.raises(errors.InvalidResourceId):
+            vmss_computer_name("vm", instance)  # type: ignore[arg-type]
 
     def test_prefix(self) -> None:
         """The prefix is everything before the id."""

@@ -33,6 +33,7 @@ import yaml
 
 from cloudzones import errors, labels
 from cloudzones.topology import normalize_region, parse_zone_id
+from providers.azure import resource_ids
 
 
 class ScenarioError(errors.ConfigError):
@@ -118,16 +119,6 @@ def _zone(value: object, where: str) -> str:
         raise _fail(where, f"{exc}") from exc
 
 
-def _base36(number: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    text = ""
-    while True:
-        number, rest = divmod(number, 36)
-        text = digits[rest] + text
-        if number == 0:
-            return text.rjust(6, "0")
-
-
 def _machines(entries: object) -> tuple[Machine, ...]:
     if not isinstance(entries, list) or not entries:
         raise _fail("nodes", f"must be a non-empty list, got {entries!r}")
@@ -156,7 +147,7 @@ def _machines(entries: object) -> tuple[Machine, ...]:
         for i in range(count):
             zone = _zone(zones[i % len(zones)], f"{where}.zones") if zones else None
             fault_domain = 0 if zones else _int({"fd": fds[i % len(fds)]}, "fd", f"{where}.faultDomains")
-            node = f"{group}{_base36(i)}" if kind == "vmss" else f"{group}-{i}"
+            node = resource_ids.vmss_computer_name(group, i) if kind == "vmss" else f"{group}-{i}"
             machines.append(Machine(node, kind, group, zone, fault_domain, i))
     names = [m.node for m in machines]
     duplicates = sorted({n for n in names if names.count(n) > 1})

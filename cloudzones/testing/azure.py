@@ -19,6 +19,7 @@ from typing import Any
 
 from cloudzones.testing._loopback import LoopbackServer
 from cloudzones.testing.tls import TlsFiles, make_tls_files
+from providers.azure import resource_ids
 
 Reply = tuple[int, Mapping[str, str], bytes]
 _JSON = {"Content-Type": "application/json; charset=utf-8"}
@@ -183,7 +184,7 @@ class FakeArm:
                          fault_domain: int | None = 0) -> str:
         """An instance of a uniform scale set; returns its computer (node) name."""
         prefix = self.scale_sets[scale_set.lower()]["properties"]["virtualMachineProfile"]["osProfile"]
-        computer = f"{prefix['computerNamePrefix']}{_base36(instance_id)}"
+        computer = resource_ids.vmss_computer_name(prefix['computerNamePrefix'], instance_id)
         props: dict[str, Any] = {"osProfile": {"computerName": computer}, "provisioningState": "Succeeded"}
         if fault_domain is not None:
             props["instanceView"] = {"platformFaultDomain": fault_domain, "platformUpdateDomain": 0}
@@ -329,13 +330,3 @@ def _without_view(vm: dict[str, Any]) -> dict[str, Any]:
 
 def _not_found(kind: str, name: str) -> Reply:
     return _reply(404, {"error": {"code": "ResourceNotFound", "message": f"The {kind} '{name}' was not found."}})
-
-
-def _base36(number: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    text = ""
-    while True:
-        number, rest = divmod(number, 36)
-        text = digits[rest] + text
-        if number == 0:
-            return text.rjust(6, "0")

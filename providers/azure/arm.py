@@ -86,7 +86,8 @@ class _BoundedRetryPolicy(RetryPolicy):  # type: ignore[type-arg]
 
 
 def client_options(gate: ThrottleGate, *, settings: ArmSettings, sleep: Callable[[float], None] = time.sleep,
-                   wall_clock: Callable[[], float] = time.time, transport: Any = None) -> dict[str, Any]:
+                   wall_clock: Callable[[], float] = time.time, transport: Any = None,
+                   connection_verify: Any = None) -> dict[str, Any]:
     """Keyword arguments for an azure-mgmt client: our retry policy, counting and gating hooks, transport."""
 
     def on_request(request: PipelineRequest[Any]) -> None:
@@ -105,6 +106,8 @@ def client_options(gate: ThrottleGate, *, settings: ArmSettings, sleep: Callable
     }
     if transport is not None:
         options["transport"] = transport
+    if connection_verify is not None:
+        options["connection_verify"] = connection_verify  # a CA bundle path, for loopback fakes
     return options
 
 

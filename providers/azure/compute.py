@@ -96,9 +96,8 @@ class ComputeApi:
                  base_url: str, credential_scopes: list[str], settings: arm.ArmSettings,
                  sleep: Callable[[float], None] = time.sleep, transport: Any = None,
                  connection_verify: Any = None) -> None:
-        options = arm.client_options(gate, settings=settings, sleep=sleep, transport=transport)
-        if connection_verify is not None:
-            options["connection_verify"] = connection_verify
+        options = arm.client_options(gate, settings=settings, sleep=sleep, transport=transport,
+                                     connection_verify=connection_verify)
         self.subscription_id = subscription_id
         self._gate = gate
         self.client = ComputeManagementClient(credential, subscription_id, base_url=base_url,

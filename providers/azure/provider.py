@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from azure.core.credentials import TokenCredential
 
@@ -26,6 +26,8 @@ from providers.azure.config import AzureConfig
 from providers.azure.throttle import ArmCalls, ThrottleGate
 
 log = logging.getLogger(__name__)
+
+ApiT = TypeVar("ApiT", ComputeApi, networking.NetworkApi)
 
 _MIN_FORCED_REFRESH = 2.0
 """Seconds a freshly fetched list is trusted even on a miss: a burst of unknown nodes costs one relist."""
@@ -70,8 +72,7 @@ class AzureProvider:
         self._metadata = metadata.MetadataClient(service="Azure IMDS", settings=metadata_settings,
                                                  clock=clock, sleep=sleep)
         self.gate = ThrottleGate(clock=clock, default_wait=self._arm_settings.default_throttle)
-        self._apis: dict[str, ComputeApi] = {}
-        self._network_apis: dict[str, networking.NetworkApi] = {}
+        self._apis: dict[tuple[type[Any], str], Any] = {}
         self._apis_lock = threading.Lock()
         self._vms: TtlCache[tuple[str, str, str], Instance | None] = TtlCache(ttl=config.vm_cache_ttl, clock=clock)
         self._vmss_vms: TtlCache[tuple[str, str, str], dict[str, Instance] | None] = TtlCache(
@@ -96,36 +97,27 @@ class AzureProvider:
 
     def compute(self, subscription_id: str | None = None) -> ComputeApi:
         """The compute client for a subscription (the configured one by default)."""
-        sub = subscription_id or self.config.subscription_id
-        if not sub:
-            raise errors.ConfigError("no subscriptionId in the cloud config; ARM lookups need one")
-        with self._apis_lock:
-            api = self._apis.get(sub.lower())
-            if api is None:
-                if self._credential is None:
-                    self._credential = credentials.build_credential(self.config)
-                api = ComputeApi(self._credential, sub, gate=self.gate, base_url=self._base_url,
-                                 credential_scopes=self._scopes, settings=self._arm_settings, sleep=self._sleep,
-                                 transport=self._transport, connection_verify=self._verify)
-                self._apis[sub.lower()] = api
-        return api
+        return self._client_for(ComputeApi, subscription_id)
 
     def network(self, subscription_id: str | None = None) -> networking.NetworkApi:
         """The network client for a subscription (the configured one by default), sharing the throttle gate."""
+        return self._client_for(networking.NetworkApi, subscription_id)
+
+    def _client_for(self, kind: type[ApiT], subscription_id: str | None) -> ApiT:
+        # One client per (kind, subscription), all sharing this provider's credential and throttle gate.
         sub = subscription_id or self.config.subscription_id
         if not sub:
             raise errors.ConfigError("no subscriptionId in the cloud config; ARM calls need one")
         with self._apis_lock:
-            api = self._network_apis.get(sub.lower())
+            api = self._apis.get((kind, sub.lower()))
             if api is None:
                 if self._credential is None:
                     self._credential = credentials.build_credential(self.config)
-                api = networking.NetworkApi(self._credential, sub, gate=self.gate, base_url=self._base_url,
-                                            credential_scopes=self._scopes, settings=self._arm_settings,
-                                            sleep=self._sleep, transport=self._transport,
-                                            connection_verify=self._verify)
-                self._network_apis[sub.lower()] = api
-        return api
+                api = kind(self._credential, sub, gate=self.gate, base_url=self._base_url,
+                           credential_scopes=self._scopes, settings=self._arm_settings, sleep=self._sleep,
+                           transport=self._transport, connection_verify=self._verify)
+                self._apis[(kind, sub.lower())] = api
+        return cast(ApiT, api)
 
     def topology_by_provider_id(self, provider_id: str) -> Topology | None:
         """The topology of the node with this ``spec.providerID``; None when Azure does not manage it."""

@@ -127,6 +127,17 @@ def vmss_instance_id(computer_name: str) -> str:
     return str(int(computer_name[-6:], 36))
 
 
+def vmss_computer_name(prefix: str, instance_id: int) -> str:
+    """The computer name of instance ``instance_id`` of a uniform scale set: ``("vm", 35)`` → ``"vm00000z"``."""
+    if isinstance(instance_id, bool) or not isinstance(instance_id, int) or not 0 <= instance_id < 36**6:
+        raise errors.InvalidResourceId(f"VMSS instance id must be an integer in [0, 36**6), got {instance_id!r}")
+    digits, number, text = "0123456789abcdefghijklmnopqrstuvwxyz", instance_id, ""
+    for _ in range(6):
+        number, rest = divmod(number, 36)
+        text = digits[rest] + text
+    return f"{prefix}{text}"
+
+
 def vmss_computer_name_prefix(computer_name: str) -> str:
     """The computer-name prefix of a uniform VMSS instance name (everything before the base-36 id)."""
     vmss_instance_id(computer_name)
