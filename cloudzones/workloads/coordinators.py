@@ -142,7 +142,7 @@ def plan(manifest: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *,
     m.node_names(nodes)
     labels_by_node = {m.name_of(n): m.labels_of(n) for n in nodes}
     stanzas = {cls: pod_stanzas(name, cls, specs) for cls in _classes(spec, manifest)}
-    processes = _processes(manifest, spec, nodes, stanzas, name, found)
+    processes = _processes(manifest, spec, nodes, stanzas=stanzas, name=name, found=found)
     candidates: list[placement.Candidate] = []
     for process in processes:
         values, problems = loc.resolve(process, specs, labels_by_node)
@@ -162,7 +162,8 @@ def plan(manifest: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *,
         found.append(f.info("three-datacenter", "the FoundationDB operator's CRD does not accept three_datacenter; "
                             "this plan follows the design", name))
     shortfalls = _check_split(mode, candidates, enforce_hard_limits, found)
-    chosen = _choose(candidates, count, mode, limits if enforce_hard_limits else None, shortfalls, found)
+    chosen = _choose(candidates, count, mode, limits=limits if enforce_hard_limits else None,
+                     already_explained=shortfalls, found=found)
     by_id = {p.id: p for p in processes}
     coordinators = tuple(Coordinator(c.id, by_id[c.id].process_class, by_id[c.id].node,
                                      loc.prefixed(c.locality)) for c in chosen)
@@ -217,7 +218,7 @@ def _classes(spec: Mapping[str, Any], manifest: Mapping[str, Any]) -> list[str]:
     return sorted(set(classes))
 
 
-def _processes(manifest: Mapping[str, Any], spec: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]],
+def _processes(manifest: Mapping[str, Any], spec: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *,
                stanzas: Mapping[str, Mapping[str, Any]], name: str, found: list[f.Finding]) -> list[loc.Process]:
     """The given processes, or ``processCounts`` pods placed by ``plan_spread`` under the stanzas."""
     if manifest.get("processes") is not None:
@@ -265,7 +266,7 @@ def _check_split(mode: str, candidates: Sequence[placement.Candidate], enforced:
     return False
 
 
-def _choose(candidates: Sequence[placement.Candidate], count: int, mode: str, limits: Mapping[str, int] | None,
+def _choose(candidates: Sequence[placement.Candidate], count: int, mode: str, *, limits: Mapping[str, int] | None,
             already_explained: bool, found: list[f.Finding]) -> list[placement.Candidate]:
     split = _SPLIT_KEY.get(mode)
     fields = (split, loc.ZONEID) if split else (loc.ZONEID, loc.DCID)
