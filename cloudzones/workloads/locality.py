@@ -158,7 +158,8 @@ def _plan_volume(volume: Mapping[str, Any], all_replicas: Sequence[Mapping[str, 
         mode, source = resolve_mode(volume, storage_class=context.storage_class, default=context.default)
         wanted = m.positive_int(spec.get("numberOfReplicas", 3), "spec.numberOfReplicas", name)
     except errors.InvalidWorkloadSpec as exc:
-        return VolumePlan(name, "", "", engine, (), reason=str(exc), findings=exc.findings)
+        return VolumePlan(name, "", "", engine, (), reason="; ".join(x.message for x in exc.findings),
+                          findings=exc.findings)
     mine = [r for r in all_replicas if (r.get("spec") or {}).get("volumeName") == name and healthy(r)]
     zones = context.zones
     replicas = sorted(placement.Replica(m.name_of(r), str(r["spec"].get("nodeID") or ""),
@@ -246,10 +247,10 @@ def _local_disk(volume: Mapping[str, Any], node: Mapping[str, Any] | None, name:
         elif not disk_tags <= set(disk.get("tags") or []):
             reasons.append(f"{disk_name}: lacks tag(s) {sorted(disk_tags - set(disk.get('tags') or []))}")
         elif available - actual <= maximum * minimal // 100:
-            reasons.append(f"{disk_name}: {available} bytes available, at or below the {minimal}% minimum of "
-                           f"{maximum}")
+            reasons.append(f"{disk_name}: {_gib(available)} available, at or below the {minimal}% minimum of "
+                           f"{_gib(maximum)}")
         elif size > room:
-            reasons.append(f"{disk_name}: {size} bytes do not fit in {max(room, 0)} schedulable bytes "
+            reasons.append(f"{disk_name}: {_gib(size)} does not fit in {_gib(max(room, 0))} schedulable "
                            f"({over}% over-provisioning)")
         else:
             fits.append((-room, disk_name))
@@ -267,6 +268,10 @@ def _condition(status: Mapping[str, Any], kind: str) -> bool:
         if isinstance(condition, Mapping) and condition.get("type") == kind:
             return str(condition.get("status")) == "True"
     return True
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.1f} GiB"
 
 
 _SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
