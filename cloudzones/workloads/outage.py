@@ -234,7 +234,7 @@ def _workloads(pods: Sequence[Mapping[str, Any]], lost_nodes: set[str], zone_of:
             found.append(f.warning("unavailable", f"every replica ({m.some(lost)}) is in the lost zone; it is "
                                    "down until they are recreated elsewhere", key))
         else:
-            found.append(f.info("degraded", f"keeps quorum: {what}", key))
+            found.append(f.info("degraded", f"{'keeps quorum' if quorum > 1 else 'still serving'}: {what}", key))
     return impacts
 
 
