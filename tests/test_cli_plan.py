@@ -126,6 +126,9 @@ class TestCoordinators:
         code, data = run_json(capsys, "coordinators", "-f", "fdb-zoneid-is-az.yaml", "--nodes", NODES,
                               "--no-hard-limits")
         assert code == 0 and len(data["coordinators"]) == 5 and "coordinators-share-zone" in rules(data)
+        assert data["hardLimitsEnforced"] is False
+        code, out, _ = run(capsys, "coordinators", "-f", "fdb-zoneid-is-az.yaml", "--nodes", NODES, "--no-hard-limits")
+        assert "hard limits off (what-if; FoundationDB enforces zoneid=1)" in out
 
 
 class TestLocality:

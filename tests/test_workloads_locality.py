@@ -107,6 +107,16 @@ class TestMode:
         assert "'nearby'" in result.reason
 
 
+class TestInput:
+    """Malformed volumes do not stop the plan."""
+
+    def test_malformed_volume_is_a_finding(self) -> None:
+        """A volume whose spec is not a mapping gets an error finding; the other volumes are still planned."""
+        bad = {"metadata": {"name": "broken"}, "spec": "oops"}
+        result = locality.plan([bad, volume()], [rep("a", "E")], NODES)
+        assert [v.volume for v in result.volumes] == ["broken", "v"] and rules(result.findings) == ["not-a-mapping"]
+
+
 class TestStrictLocal:
     """strict-local needs exactly one replica, on the attached node."""
 

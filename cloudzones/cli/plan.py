@@ -150,6 +150,8 @@ def _replication_text(result: replication.ReplicationPlan) -> str:
 
 def _coordinators_text(result: coordinators.CoordinatorPlan) -> str:
     limits = ",".join(f"{k}={v}" for k, v in result.hard_limits.items())
+    if not result.hard_limits_enforced:
+        limits = f"off (what-if; FoundationDB enforces {limits})"
     head = (f"FoundationDBCluster {result.name}: {result.redundancy_mode}, usable_regions {result.usable_regions}, "
             f"{len(result.coordinators)} of {result.desired} coordinator(s), hard limits {limits}\n\n")
     rows = [{"id": c.id, "class": c.process_class, "node": c.node or "-", "localities": dict(c.localities)}

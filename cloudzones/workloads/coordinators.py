@@ -62,6 +62,8 @@ class CoordinatorPlan:
     stanzas: Mapping[str, Mapping[str, Any]]
     """Process class → ``{topologySpreadConstraints, affinity}`` for its pod template."""
     findings: tuple[f.Finding, ...]
+    hard_limits_enforced: bool = True
+    """False for the what-if without hard limits."""
 
     @property
     def ok(self) -> bool:
@@ -77,6 +79,7 @@ class CoordinatorPlan:
         return f.json_dict({
             "kind": "CoordinatorPlan", "name": self.name, "redundancyMode": self.redundancy_mode,
             "usableRegions": self.usable_regions, "desired": self.desired, "hardLimits": dict(self.hard_limits),
+            "hardLimitsEnforced": self.hard_limits_enforced,
             "coordinators": [{"id": c.id, "processClass": c.process_class, "node": c.node,
                               "localities": dict(c.localities)} for c in self.coordinators],
             "processes": [{"id": i, "processClass": c, "node": n} for i, c, n in self.processes],
@@ -170,7 +173,8 @@ def plan(manifest: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *,
     if len(chosen) == count:
         _report_survival(mode, regions, coordinators, found)
     return CoordinatorPlan(name, mode, regions, count, limits, coordinators,
-                           tuple((p.id, p.process_class, p.node) for p in processes), stanzas, tuple(found))
+                           tuple((p.id, p.process_class, p.node) for p in processes), stanzas, tuple(found),
+                           enforce_hard_limits)
 
 
 def _selection(raw: Any, name: str) -> dict[str, int] | None:

@@ -151,8 +151,11 @@ class _Context:
 
 def _plan_volume(volume: Mapping[str, Any], all_replicas: Sequence[Mapping[str, Any]], context: _Context) -> VolumePlan:
     name = m.name_of(volume)
-    spec = volume.get("spec") or {}
-    status = volume.get("status") or {}
+    try:
+        spec = m.mapping(volume.get("spec"), "spec", name)
+        status = m.mapping(volume.get("status"), "status", name)
+    except errors.InvalidWorkloadSpec as exc:
+        return VolumePlan(name, "", "", "", (), reason=exc.findings[0].message, findings=exc.findings)
     engine = str(status.get("currentNodeID") or spec.get("nodeID") or "")
     try:
         mode, source = resolve_mode(volume, storage_class=context.storage_class, default=context.default)
