@@ -22,13 +22,17 @@ chained as ``__cause__``.
     │   └── KubeGone                      410: a watch's resourceVersion is too old; list again
     ├── NoZonedNodes                      a zoned volume must be placed but no zone is known
     ├── NotEnoughCandidates               a placement cannot reach .required (.chosen)
-    └── InvalidPlacementSpec (ValueError) a placement request is malformed (spread constraint, selector, count)
+    ├── InvalidPlacementSpec (ValueError) a placement request is malformed (spread constraint, selector, count)
+    └── InvalidWorkloadSpec (ValueError)  a workload plan's input breaks a rule (.findings)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cloudzones.workloads.findings import Finding
 
 
 class CloudZonesError(Exception):
@@ -129,3 +133,15 @@ class NotEnoughCandidates(CloudZonesError):
 
 class InvalidPlacementSpec(CloudZonesError, ValueError):
     """A placement request is malformed: a spread constraint, label selector, count or candidate list."""
+
+
+class InvalidWorkloadSpec(CloudZonesError, ValueError):
+    """A workload plan's input (Loki replication, FoundationDB localities, Longhorn volume) breaks a rule.
+
+    ``findings`` holds every error found, not only the first, so a user can fix them in one go.
+    """
+
+    def __init__(self, message: str, *, findings: Sequence[Finding] = ()) -> None:
+        super().__init__(message)
+        self.findings: tuple[Finding, ...] = tuple(findings)
+        """The error `Finding`s (rule, subject, message) behind this exception."""

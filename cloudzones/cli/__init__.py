@@ -17,6 +17,7 @@ from cloudzones import errors
 _COMMAND_MODULES: tuple[str, ...] = (
     "cloudzones.cli.zone",
     "cloudzones.cli.volume_zone",
+    "cloudzones.cli.plan",
     "cloudzones.cli.controller",
     "cloudzones.cli.node_agent",
     "cloudzones.cli.webhook",

@@ -1,0 +1,346 @@
+"""What losing one zone does to a cluster, read from a snapshot: quorum, stranded volumes, FDB coordinators (pure).
+
+Snapshot: a mapping ``{nodes, pods, persistentVolumeClaims, persistentVolumes, foundationDBClusters}``
+of manifest lists (what ``kubectl get -o yaml`` prints; the CLI also takes a ``v1`` List or several
+YAML documents and sorts them by ``kind``). Losing zone Z removes every node whose zone label is Z
+and every pod bound to those nodes. Then:
+
+- **Workloads** (pods grouped by their controller owner, else by the ``app.kubernetes.io/instance``
+  / ``name`` / ``component`` labels or ``app``; DaemonSet pods are left out): a group whose pods
+  carry the annotation ``cloudzones.io/replication-factor`` is a zone-aware store (Loki ingesters):
+  each key has one replica per zone, writes need ``rf // 2 + 1`` (``failure_report``); a
+  StatefulSet is a quorum of its members (etcd, ZooKeeper): a majority must survive; any other
+  group is stateless replicas, down only when every replica is lost.
+- **Unschedulable pods**: a lost pod whose claim's PersistentVolume has a ``nodeAffinity`` that no
+  surviving node satisfies cannot start anywhere (a zonal disk in Z); it stays Pending until Z
+  returns or the claim is deleted, losing its data.
+- **FoundationDB coordinators**: the addresses in a FoundationDBCluster's ``status.connectionString``
+  matched to pods by IP (``status.podIP``/``podIPs``) or by DNS name (first label = pod name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cloudzones import labels, placement
+from cloudzones.placement import selectors
+from cloudzones.workloads import _manifests as m
+from cloudzones.workloads import findings as f
+
+REPLICATION_FACTOR_ANNOTATION = "cloudzones.io/replication-factor"
+SNAPSHOT_KEYS = ("nodes", "pods", "persistentVolumeClaims", "persistentVolumes", "foundationDBClusters")
+_GROUP_LABELS = ("app.kubernetes.io/instance", "app.kubernetes.io/name", "app.kubernetes.io/component")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadImpact:
+    """A workload with pods in the lost zone."""
+
+    workload: str
+    """``Kind/namespace/name`` of the owner, or ``label:namespace/value`` for a label group."""
+    pods: int
+    lost: tuple[str, ...]
+    replication_factor: int | None
+    """From the annotation; None for a member quorum."""
+    quorum: int
+    survivors: int
+    """Pods left, or for a zone-aware store the replicas each affected key keeps."""
+    status: str
+    """``quorum-lost`` (error), ``unavailable`` (stateless, every replica lost) or ``degraded`` (keeps serving)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return f.json_dict({"workload": self.workload, "pods": self.pods, "lost": self.lost,
+                            "replicationFactor": self.replication_factor, "quorum": self.quorum,
+                            "survivors": self.survivors, "status": self.status})
+
+
+@dataclasses.dataclass(frozen=True)
+class StrandedPod:
+    """A lost pod that cannot be scheduled elsewhere because of a volume's node affinity."""
+
+    pod: str
+    claims: tuple[str, ...]
+    volumes: tuple[str, ...]
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return f.json_dict({"pod": self.pod, "claims": self.claims, "volumes": self.volumes, "reason": self.reason})
+
+
+@dataclasses.dataclass(frozen=True)
+class CoordinatorImpact:
+    """One FoundationDB cluster's coordinators after the loss."""
+
+    cluster: str
+    coordinators: tuple[str, ...]
+    lost: tuple[str, ...]
+    unknown: tuple[str, ...]
+    """Addresses matching no pod in the snapshot (assumed to survive)."""
+    quorum: int
+    survives: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return f.json_dict({"cluster": self.cluster, "coordinators": self.coordinators, "lost": self.lost,
+                            "unknown": self.unknown, "quorum": self.quorum, "survives": self.survives})
+
+
+@dataclasses.dataclass(frozen=True)
+class OutageReport:
+    """Everything losing ``zone`` breaks."""
+
+    zone: str
+    nodes_lost: tuple[str, ...]
+    pods_lost: tuple[str, ...]
+    workloads: tuple[WorkloadImpact, ...]
+    unschedulable: tuple[StrandedPod, ...]
+    coordinators: tuple[CoordinatorImpact, ...]
+    findings: tuple[f.Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Nothing loses quorum and no pod is stranded."""
+        return not f.has_errors(self.findings)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return f.json_dict({
+            "kind": "OutageReport", "zone": self.zone, "nodesLost": self.nodes_lost, "podsLost": self.pods_lost,
+            "workloads": [w.as_dict() for w in self.workloads],
+            "unschedulable": [p.as_dict() for p in self.unschedulable],
+            "coordinators": [c.as_dict() for c in self.coordinators],
+            "findings": f.as_dicts(self.findings), "ok": self.ok})
+
+
+def snapshot_from_documents(documents: Sequence[Any]) -> dict[str, list[Mapping[str, Any]]]:
+    """Sort manifests (or a snapshot mapping, or ``List``s) into the snapshot keys by ``kind``."""
+    kinds = {"Node": "nodes", "Pod": "pods", "PersistentVolumeClaim": "persistentVolumeClaims",
+             "PersistentVolume": "persistentVolumes", "FoundationDBCluster": "foundationDBClusters"}
+    result: dict[str, list[Mapping[str, Any]]] = {key: [] for key in SNAPSHOT_KEYS}
+    pending = list(documents)
+    while pending:
+        doc = pending.pop(0)
+        if not isinstance(doc, Mapping):
+            raise f.invalid("snapshot", f"expected manifests, found {doc!r:.60}")
+        if "items" in doc:
+            pending[:0] = m.sequence(doc.get("items"), "items")
+        elif doc.get("kind") in kinds:
+            result[kinds[str(doc["kind"])]].append(doc)
+        elif any(key in doc for key in SNAPSHOT_KEYS) and "kind" not in doc:
+            for key in SNAPSHOT_KEYS:
+                result[key].extend(m.sequence(doc.get(key), key))
+        else:
+            raise f.invalid("snapshot", f"unexpected manifest kind {doc.get('kind')!r} in the snapshot; "
+                            f"expected {', '.join(kinds)}")
+    return result
+
+
+def report(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], zone: str, *,
+           zone_key: str = labels.ZONE) -> OutageReport:
+    """What losing ``zone`` does; `InvalidWorkloadSpec` when no node is in that zone."""
+    nodes = list(snapshot.get("nodes") or [])
+    m.node_names(nodes)
+    zones = sorted({m.node_zone(n, zone_key) for n in nodes} - {""})
+    lost_nodes = {m.name_of(n) for n in nodes if m.node_zone(n, zone_key) == zone}
+    if not lost_nodes:
+        raise f.invalid("unknown-zone", f"no node has {zone_key}={zone!r}; the snapshot's zones are "
+                        f"{m.some(zones) or 'none'}")
+    zone_of = {m.name_of(n): m.node_zone(n, zone_key) for n in nodes}
+    pods = [p for p in snapshot.get("pods") or [] if _running(p)]
+    lost = [p for p in pods if _node_of(p) in lost_nodes]
+    found: list[f.Finding] = []
+    workloads = _workloads(pods, lost_nodes, zone_of, found)
+    survivors = [n for n in nodes if m.name_of(n) not in lost_nodes]
+    stranded = _stranded(lost, snapshot, survivors, zone, found)
+    coordinators = _coordinators(snapshot.get("foundationDBClusters") or [], pods, lost_nodes, found)
+    return OutageReport(zone, tuple(sorted(lost_nodes)), tuple(sorted(_pod_id(p) for p in lost)), tuple(workloads),
+                        tuple(stranded), tuple(coordinators), tuple(found))
+
+
+def _running(pod: Mapping[str, Any]) -> bool:
+    if not _node_of(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _node_of(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def _pod_id(pod: Mapping[str, Any]) -> str:
+    return f"{m.namespace_of(pod)}/{m.name_of(pod)}"
+
+
+def _group(pod: Mapping[str, Any]) -> str | None:
+    """The workload a pod belongs to; None for DaemonSet pods."""
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(owner, Mapping) and owner.get("controller"):
+            if owner.get("kind") == "DaemonSet":
+                return None
+            return f"{owner.get('kind')}/{m.namespace_of(pod)}/{owner.get('name')}"
+    pod_labels = m.labels_of(pod)
+    values = [pod_labels[k] for k in _GROUP_LABELS if pod_labels.get(k)]
+    if values:
+        return f"label:{m.namespace_of(pod)}/{'/'.join(values)}"
+    if pod_labels.get("app"):
+        return f"label:{m.namespace_of(pod)}/{pod_labels['app']}"
+    return f"Pod/{_pod_id(pod)}"
+
+
+def _workloads(pods: Sequence[Mapping[str, Any]], lost_nodes: set[str], zone_of: Mapping[str, str],
+               found: list[f.Finding]) -> list[WorkloadImpact]:
+    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for pod in pods:
+        key = _group(pod)
+        if key is not None:
+            groups[key].append(pod)
+    impacts = []
+    for key in sorted(groups):
+        members = groups[key]
+        lost = sorted(_pod_id(p) for p in members if _node_of(p) in lost_nodes)
+        if not lost:
+            continue
+        rf = _replication_factor(members, key, found)
+        if rf is not None:
+            per_zone = Counter(zone_of.get(_node_of(p), "") for p in members)
+            tolerance = placement.failure_report(per_zone, rf)
+            survivors = tolerance.replicas_per_key - 1
+            quorum = tolerance.quorum
+            ok = tolerance.write_zone_failures >= 1
+            what = (f"zone-aware store, replication factor {rf} over {len(per_zone)} zone(s): a key keeps "
+                    f"{survivors} of {tolerance.replicas_per_key} replica(s), writes need {quorum}; reads "
+                    f"{'survive' if tolerance.read_zone_failures >= 1 else 'fail too'}")
+        elif key.startswith("StatefulSet/"):
+            survivors = len(members) - len(lost)
+            quorum = len(members) // 2 + 1
+            ok = survivors >= quorum
+            what = f"{survivors} of {len(members)} member(s) left, a majority needs {quorum}"
+        else:
+            # Stateless replicas: no quorum, any survivor serves (the lost ones are recreated elsewhere).
+            survivors = len(members) - len(lost)
+            quorum = 1
+            ok = survivors >= 1
+            what = f"{survivors} of {len(members)} replica(s) left"
+        status = "degraded" if ok else ("quorum-lost" if quorum > 1 else "unavailable")
+        impacts.append(WorkloadImpact(key, len(members), tuple(lost), rf, quorum, survivors, status))
+        if status == "quorum-lost":
+            found.append(f.error("quorum-lost", f"loses quorum: {what}", key))
+        elif status == "unavailable":
+            found.append(f.warning("unavailable", f"every replica ({m.some(lost)}) is in the lost zone; it is "
+                                   "down until they are recreated elsewhere", key))
+        else:
+            found.append(f.info("degraded", f"{'keeps quorum' if quorum > 1 else 'still serving'}: {what}", key))
+    return impacts
+
+
+def _replication_factor(members: Sequence[Mapping[str, Any]], key: str, found: list[f.Finding]) -> int | None:
+    values = {m.annotations_of(p).get(REPLICATION_FACTOR_ANNOTATION) for p in members} - {None}
+    if not values:
+        return None
+    if len(values) > 1:
+        found.append(f.warning("replication-factor-mixed", f"pods disagree on {REPLICATION_FACTOR_ANNOTATION}: "
+                               f"{sorted(str(v) for v in values)}; using the largest", key))
+    numbers = [int(v) for v in values if v and v.isascii() and v.isdigit() and int(v) > 0]
+    if not numbers:
+        found.append(f.warning("replication-factor-invalid", f"{REPLICATION_FACTOR_ANNOTATION} is not a positive "
+                               f"integer ({sorted(str(v) for v in values)}); treating the pods as a member quorum",
+                               key))
+        return None
+    return max(numbers)
+
+
+def _stranded(lost: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Sequence[Mapping[str, Any]]],
+              survivors: Sequence[Mapping[str, Any]], zone: str, found: list[f.Finding]) -> list[StrandedPod]:
+    claims = {(m.namespace_of(c), m.name_of(c)): c for c in snapshot.get("persistentVolumeClaims") or []}
+    volumes = {m.name_of(v): v for v in snapshot.get("persistentVolumes") or []}
+    result = []
+    for pod in sorted(lost, key=_pod_id):
+        names, pinned, reasons = [], [], []
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            claim_name = ((volume or {}).get("persistentVolumeClaim") or {}).get("claimName")
+            claim = claims.get((m.namespace_of(pod), str(claim_name))) if claim_name else None
+            pv = volumes.get(str(((claim or {}).get("spec") or {}).get("volumeName") or ""))
+            required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required")
+            if pv is None or not required:
+                continue
+            affinity = selectors.required_node_affinity(
+                {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}})
+            if not any(affinity.matches(m.name_of(n), m.labels_of(n)) for n in survivors):
+                names.append(str(claim_name))
+                pinned.append(m.name_of(pv))
+                reasons.append(f"PV {m.name_of(pv)!r} requires {_describe(required)}")
+        if pinned:
+            reason = ("; ".join(reasons) + f": no node outside zone {zone!r} matches, so the pod stays Pending "
+                      "until the zone returns or the claim is deleted (losing its data)")
+            result.append(StrandedPod(_pod_id(pod), tuple(names), tuple(pinned), reason))
+            found.append(f.error("volume-pinned", reason, _pod_id(pod)))
+    return result
+
+
+def _describe(required: Mapping[str, Any]) -> str:
+    terms = []
+    for term in required.get("nodeSelectorTerms") or []:
+        parts = [f"{e.get('key')} {e.get('operator')} {list(e.get('values') or [])}"
+                 for e in (term or {}).get("matchExpressions") or []]
+        parts += [f"{e.get('key')} {e.get('operator')} {list(e.get('values') or [])}"
+                  for e in (term or {}).get("matchFields") or []]
+        terms.append(" and ".join(parts) or "(empty term)")
+    return " or ".join(terms) or "no node"
+
+
+def parse_connection_string(text: str) -> list[str]:
+    """Coordinator addresses of ``desc:id@addr,addr`` as ``host`` (port and ``:tls`` dropped)."""
+    _, at, rest = text.partition("@")
+    if not at:
+        return []
+    hosts = []
+    for address in rest.split(","):
+        address = address.strip()
+        if address.startswith("["):  # [v6]:port
+            hosts.append(address[1:address.find("]")])
+        elif address:
+            hosts.append(address.split(":")[0])
+    return hosts
+
+
+def _coordinators(clusters: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], lost_nodes: set[str],
+                  found: list[f.Finding]) -> list[CoordinatorImpact]:
+    by_address: dict[str, Mapping[str, Any]] = {}
+    for pod in pods:
+        status = pod.get("status") or {}
+        for ip in [status.get("podIP"), *((p or {}).get("ip") for p in status.get("podIPs") or [])]:
+            if ip:
+                by_address[str(ip)] = pod
+        by_address.setdefault(m.name_of(pod), pod)
+    result = []
+    for cluster in clusters:
+        name = f"{m.namespace_of(cluster)}/{m.name_of(cluster)}"
+        hosts = parse_connection_string(str((cluster.get("status") or {}).get("connectionString") or ""))
+        if not hosts:
+            found.append(f.warning("no-connection-string", "status.connectionString is missing or malformed", name))
+            continue
+        lost: list[str] = []
+        unknown: list[str] = []
+        for host in hosts:
+            match = by_address.get(host) or by_address.get(host.split(".")[0])
+            if match is None:
+                unknown.append(host)
+            elif _node_of(match) in lost_nodes:
+                lost.append(f"{host} ({m.name_of(match)})")
+        quorum = len(hosts) // 2 + 1
+        survives = len(hosts) - len(lost) >= quorum
+        result.append(CoordinatorImpact(name, tuple(hosts), tuple(lost), tuple(unknown), quorum, survives))
+        text = f"{len(lost)} of {len(hosts)} coordinator(s) lost, a majority needs {quorum}"
+        if unknown:
+            found.append(f.warning("coordinator-unknown", f"coordinator(s) {m.some(unknown)} match no pod in the "
+                                   "snapshot and are assumed to survive", name))
+        if not survives:
+            found.append(f.error("coordinators-lost", text + ": the database is unavailable", name))
+        elif lost:
+            found.append(f.info("coordinators-degraded", text, name))
+    return result
