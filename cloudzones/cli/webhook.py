@@ -32,12 +32,12 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM."""
-    import providers
+    from providers.azure import provider as azure
 
     stop = threading.Event()
     _service.stop_on_signals(stop)
-    provider = providers.get("azure", cloud_config=args.cloud_config)
-    review_fn = functools.partial(review.review, labels_for_volume=provider.labels_for_volume,  # type: ignore[attr-defined]
+    provider = azure.provider_from_options(cloud_config=args.cloud_config)
+    review_fn = functools.partial(review.review, labels_for_volume=provider.labels_for_volume,
                                   fail_closed=args.fail_closed)
     srv = server.serve(host=args.address, port=args.port, cert_file=args.tls_cert_file, key_file=args.tls_key_file,
                        review_fn=review_fn)
