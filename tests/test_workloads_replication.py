@@ -216,7 +216,7 @@ class TestZoneInjection:
         script = pieces.init_container["command"][2].replace(zoneinject.MOUNT_PATH, str(tmp_path))
         (tmp_path / "zone-0").write_text("eastus-1")
         (tmp_path / "zone-1").write_text("")
-        process = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True)  # noqa: S603, S607
+        process = subprocess.Popen(["sh", "-c", script], stdout=subprocess.PIPE, text=True)  # noqa: S607
         assert process.stdout is not None
         assert process.stdout.readline() == f"Waiting for annotation {REGION} to be set on this pod\n"
         assert process.poll() is None
