@@ -63,6 +63,23 @@ def scenario(nodes: int, scale_sets: int, *, small: bool) -> list[tuple[dict[str
     return out
 
 
+def fake_arm(nodes: list[tuple[dict[str, Any], Topology]], scale_sets: int) -> FakeArm:
+    """A FakeArm (not started) holding the scale-set instances behind ``nodes``."""
+    arm = FakeArm(subscription=SUB, resource_group=GROUP, location=REGION)
+    for s in range(scale_sets):
+        arm.add_scale_set(f"pool{s}", prefix=f"aks-pool{s}-vmss")
+    for i, (_, topology) in enumerate(nodes):
+        arm.add_scale_set_vm(f"pool{i % scale_sets}", i // scale_sets, zone=topology.zone.rsplit("-", 1)[1])
+    return arm
+
+
+def provider_for(arm_url: str, ca_file: str) -> AzureProvider:
+    """A real AzureProvider against a FakeArm over loopback HTTPS."""
+    config = AzureConfig.from_mapping({"subscriptionId": SUB, "resourceGroup": GROUP, "location": REGION}, environ={})
+    return AzureProvider(config, credential=StaticCredential(), resource_manager_url=arm_url,
+                         connection_verify=ca_file, arm_settings=ArmSettings(polling_interval=0.05))
+
+
 # -- run inside the fake API server's process (module-level, so that they pickle) -------------
 
 def seed_nodes(api: FakeKubeApi, nodes: int, scale_sets: int, small: bool) -> None:
@@ -181,9 +198,7 @@ class Run:
 def run_controller(client: kube.KubeClient, arm: FakeArm, *, ca_file: str, nodes: int, workers: int,
                    profiler: ThreadProfiles | None) -> tuple[float, int, float]:
     """Seconds from start() to the last label PATCH answered, ARM calls, and seconds to the informer's sync."""
-    config = AzureConfig.from_mapping({"subscriptionId": SUB, "resourceGroup": GROUP, "location": REGION}, environ={})
-    provider = AzureProvider(config, credential=StaticCredential(), resource_manager_url=arm.url,
-                             connection_verify=ca_file, arm_settings=ArmSettings(polling_interval=0.05))
+    provider = provider_for(arm.url, ca_file)
     settings = controller.ControllerSettings(workers=workers,
                                              informer=informer.InformerSettings(resync_period=0))
     labeller = controller.NodeLabeler(client, provider, settings=settings)
@@ -247,11 +262,7 @@ def main() -> None:
     cluster: LocalKubeApi | RemoteKubeApi = LocalKubeApi(seed) if args.in_process else RemoteKubeApi(seed)
     nodes = scenario(args.nodes, args.scale_sets, small=args.small_nodes)
     tls = make_tls_files(tempfile.mkdtemp(prefix="cloudzones-bench-"))
-    arm = FakeArm(subscription=SUB, resource_group=GROUP, location=REGION)
-    for s in range(args.scale_sets):
-        arm.add_scale_set(f"pool{s}", prefix=f"aks-pool{s}-vmss")
-    for i, (_, topology) in enumerate(nodes):
-        arm.add_scale_set_vm(f"pool{i % args.scale_sets}", i // args.scale_sets, zone=topology.zone.rsplit("-", 1)[1])
+    arm = fake_arm(nodes, args.scale_sets)
     expected = {m["metadata"]["name"]: t.node_labels(beta=True) for m, t in nodes}
     # The baseline sends exactly what the controller sends to an unlabelled node.
     work = []

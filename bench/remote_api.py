@@ -21,9 +21,7 @@ Seed = Callable[[FakeKubeApi], object]
 
 def _serve(conn: multiprocessing.connection.Connection, seed: Seed | None) -> None:
     with FakeKubeApi() as api:
-        if seed is not None:
-            seed(api)
-        conn.send(api.url)
+        conn.send((api.url, None if seed is None else seed(api)))
         while True:
             message = conn.recv()
             if message is None:
@@ -45,12 +43,14 @@ class RemoteKubeApi:
         self._process = context.Process(target=_serve, args=(child, seed), name="fake-kube-api", daemon=True)
         self._timeout = timeout
         self.url = ""
+        self.seeded: Any = None
+        """What ``seed`` returned (it must pickle)."""
 
     def __enter__(self) -> RemoteKubeApi:
         self._process.start()
         if not self._conn.poll(self._timeout):
             raise RuntimeError("the fake API server process did not start")
-        self.url = self._conn.recv()
+        self.url, self.seeded = self._conn.recv()
         return self
 
     def __exit__(self, *exc: object) -> None:
