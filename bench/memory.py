@@ -1,6 +1,6 @@
 """Benchmark: the node controller's resident memory with 5,000 AKS-sized nodes cached, vs keeping whole nodes.
 
-The fake API server (5,000 nodes of ~6.5 KB of JSON: labels, annotations, conditions, addresses,
+The fake API server (5,000 nodes of ~6.7 KB of JSON: labels, annotations, conditions, addresses,
 nodeInfo, 20 images; `bench/labelling.py`'s scenario) and the fake ARM run in one child process;
 each measurement runs in a fresh spawned process of its own, so that no figure carries another's
 heap. In each, RSS (``VmRSS``) is read after the imports, the client and (for the controller) the
