@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import pathlib
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -298,3 +302,15 @@ def _plan(provider: AzureProvider, **kwargs: Any) -> Any:
     from providers.azure import network
 
     return network.plan_load_balancer(provider.network(), resource_group="rg", location="eastus", name="lb", **kwargs)
+
+
+class TestNetworkImport:
+    """The network SDK is loaded only by what manages load balancers."""
+
+    def test_zone_lookups_do_not_load_it(self) -> None:
+        """Importing the provider does not import azure-mgmt-network (about 30 MB in every controller process)."""
+        root = str(pathlib.Path(__file__).resolve().parent.parent)
+        code = "import sys, providers.azure; print(sorted(m for m in sys.modules if m.startswith('azure.mgmt.network')))"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root,
+                              env={**os.environ, "PYTHONPATH": root}, timeout=120)
+        assert done.stdout.strip() == "[]"

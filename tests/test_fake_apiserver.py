@@ -191,6 +191,36 @@ class TestList:
             field_selector="spec.nodeName=n1", _preload_content=False))
         assert [p["metadata"]["name"] for p in result["items"]] == ["p1"]
 
+    def test_paging(self, api: FakeKubeApi, raw: Any) -> None:
+        """limit and continue walk the list in pages that all carry the first page's resourceVersion."""
+        for name in "abcde":
+            api.create("nodes", {"metadata": {"name": name}})
+        core = kubernetes.client.CoreV1Api(raw)
+        first = _data(core.list_node(limit=2, _preload_content=False))
+        version = first["metadata"]["resourceVersion"]
+        assert [n["metadata"]["name"] for n in first["items"]] == ["a", "b"]
+        assert first["metadata"]["remainingItemCount"] == 3
+        api.create("nodes", {"metadata": {"name": "bb"}})  # later pages show the objects as they are now
+        second = _data(core.list_node(limit=2, _continue=first["metadata"]["continue"], _preload_content=False))
+        last = _data(core.list_node(limit=2, _continue=second["metadata"]["continue"], _preload_content=False))
+        assert [n["metadata"]["name"] for n in second["items"] + last["items"]] == ["bb", "c", "d", "e"]
+        assert second["metadata"]["resourceVersion"] == last["metadata"]["resourceVersion"] == version
+        assert "continue" not in last["metadata"]
+
+    def test_paging_errors(self, api: FakeKubeApi, raw: Any) -> None:
+        """A continue token from before the retained history is 410 Expired; a garbled one or limit is 400."""
+        for name in "abc":
+            api.create("nodes", {"metadata": {"name": name}})
+        core = kubernetes.client.CoreV1Api(raw)
+        token = _data(core.list_node(limit=1, _preload_content=False))["metadata"]["continue"]
+        api.create("nodes", {"metadata": {"name": "d"}})
+        api.compact()
+        code, body, _ = _error(lambda: core.list_node(limit=1, _continue=token, _preload_content=False))
+        assert (code, body["reason"]) == (410, "Expired") and "too old" in body["message"]
+        code, body, _ = _error(lambda: core.list_node(limit=1, _continue="garbage", _preload_content=False))
+        assert (code, body["reason"]) == (400, "BadRequest") and "garbage" in body["message"]
+        assert urllib3.PoolManager().request("GET", f"{api.url}/api/v1/nodes?limit=x").status == 400
+
     def test_bad_selector(self, raw: Any) -> None:
         """A malformed selector gets 400 BadRequest."""
         code, body, _ = _error(lambda: kubernetes.client.CoreV1Api(raw).list_node(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
 import responses
 
 from cloudzones import errors
+from cloudzones.testing._loopback import LoopbackServer
 from cloudzones.testing.azure import FakeArm, FakeImds
 from cloudzones.topology import Topology
 from providers.azure import AzureConfig, AzureProvider
@@ -123,3 +125,22 @@ class TestFakeImds:
         imds = FakeImds()
         status, _, _ = imds.handle("GET", "/node/a/metadata/instance?api-version=2021-10-01", {})
         assert status == 400
+
+
+class TestLoopbackServer:
+    """The loopback HTTP(S) server behind FakeArm and FakeImds."""
+
+    def test_answers_are_not_held_by_nagle(self) -> None:
+        """Its connections get TCP_NODELAY: a keep-alive answer's body does not wait for the client's delayed ACK."""
+        loop = LoopbackServer(lambda method, path, headers, body: (200, {}, b""))
+        server = loop._server
+        try:
+            with socket.create_server(("127.0.0.1", 0)) as listener, \
+                    socket.create_connection(listener.getsockname()) as client:
+                served, address = listener.accept()
+                with served:
+                    client.shutdown(socket.SHUT_WR)  # no request: the handler sets the connection up, then returns
+                    server.RequestHandlerClass(served, address, server)
+                    assert served.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        finally:
+            server.server_close()

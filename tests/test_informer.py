@@ -123,6 +123,25 @@ class TestInformer:
         assert recorder.calls == [("add", "a"), ("add", "b")]
         assert inf.resource_version == str(api.resource_version)
 
+    def test_lists_page_by_page(self, api: FakeKubeApi, client: kube.KubeClient) -> None:
+        """Each page is projected before the next is fetched, so whole objects never pile up; nothing is missed."""
+        for name in "abcde":
+            api.create("nodes", {"metadata": {"name": name}})
+        lists_seen: list[int] = []
+
+        def project(node: dict[str, Any]) -> Projected:
+            lists_seen.append(api.count("list", "nodes"))
+            return _project(node)
+
+        inf = informer.Informer(client, kube.NODES, project=project, settings=informer.InformerSettings(page_size=2))
+        inf.start()
+        try:
+            assert inf.wait_for_sync(5)
+            assert lists_seen == [1, 1, 2, 2, 3] and inf.keys() == ["a", "b", "c", "d", "e"]
+            assert inf.resource_version == str(api.resource_version)
+        finally:
+            inf.stop()
+
     def test_watch_changes(self, api: FakeKubeApi, make: Callable[..., informer.Informer[Projected]],
                            recorder: Recorder) -> None:
         """Creates, label changes and deletes after the list arrive as add, update, delete."""

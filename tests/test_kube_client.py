@@ -89,6 +89,18 @@ class TestVerbs:
         assert [n["metadata"]["name"] for n in result["items"]] == ["a"]
         assert api.requests[-1].query == {"labelSelector": "z", "fieldSelector": "metadata.name=a", "limit": "10"}
 
+    def test_paged_list(self, api: FakeKubeApi, client: kube.KubeClient) -> None:
+        """list follows continue tokens to the end; list_pages yields each page as it comes."""
+        for name in "abcde":
+            api.create("nodes", {"metadata": {"name": name}})
+        assert [n["metadata"]["name"] for n in client.list(kube.NODES, page_size=2)["items"]] == list("abcde")
+        assert api.count("list", "nodes") == 3
+        pages = client.list_pages(kube.NODES, page_size=2)
+        assert [n["metadata"]["name"] for n in next(pages)["items"]] == ["a", "b"]
+        assert api.count("list", "nodes") == 4  # the next page is not fetched before it is asked for
+        assert [[n["metadata"]["name"] for n in page["items"]] for page in pages] == [["c", "d"], ["e"]]
+        assert [len(page["items"]) for page in client.list_pages(kube.NODES)] == [5]
+
     def test_delete_precondition(self, api: FakeKubeApi, client: kube.KubeClient) -> None:
         """delete(resource_version=...) is refused with KubeConflict when the object moved on."""
         api.create("nodes", {"metadata": {"name": "n"}})

@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import shutil
+import socket
 import ssl
 import urllib.request
 from collections.abc import Iterator
@@ -99,6 +100,18 @@ class TestWebhookServer:
             assert post(f"{srv.url}/mutate-pv", b"{}", tls.ca_file)[0] == 500
         finally:
             srv.shutdown()
+            srv.server_close()
+
+    def test_answers_are_not_held_by_nagle(self, tls: TlsFiles) -> None:
+        """Accepted connections have TCP_NODELAY: a keep-alive answer's body does not wait for the client's ACK."""
+        srv = webhook_server.WebhookServer(("127.0.0.1", 0), certificates=webhook_server.CertificateReloader(
+            str(tls.cert_file), str(tls.key_file)), review_fn=lambda body: {})
+        try:
+            with socket.create_connection(srv.server_address[:2], timeout=5):
+                accepted, _ = srv.get_request()
+                with accepted:
+                    assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        finally:
             srv.server_close()
 
 

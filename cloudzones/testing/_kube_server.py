@@ -5,6 +5,7 @@ Watch streams live in `_kube_watch`; objects in `_kube_store`.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import json
@@ -72,6 +73,41 @@ def route(method: str, path: str, query: dict[str, str]) -> Route:
         if not verb or (verb == "create") == bool(name) or (verb == "create" and rtype.namespaced and not namespace):
             raise status.ApiStatusError(405, f"{method} is not allowed on {path}")
     return Route(verb, rtype, namespace, name, subresource)
+
+
+def _item_key(obj: dict[str, Any]) -> list[str]:
+    meta = obj.get("metadata") or {}
+    return [str(meta.get("namespace") or ""), str(meta.get("name") or "")]
+
+
+def _page(items: list[dict[str, Any]], rv: int, query: dict[str, str],
+          floor: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The slice of a sorted list that ``limit`` and ``continue`` ask for, and the List's metadata.
+
+    Later pages show the objects as they are now (the apiserver shows them as of the first page)
+    but carry the first page's resourceVersion; a token from before the retained history is 410.
+    """
+    try:
+        limit = int(query.get("limit") or 0)
+    except ValueError:
+        raise status.ApiStatusError(400, f"limit must be an integer, got {query['limit']!r}") from None
+    if query.get("continue"):
+        try:
+            token = json.loads(base64.urlsafe_b64decode(query["continue"]))
+            rv, after = int(token["rv"]), list(token["start"])
+        except (ValueError, KeyError, TypeError):
+            raise status.ApiStatusError(400, f"continue key is not valid: {query['continue']!r}") from None
+        if rv < floor:
+            raise status.ApiStatusError(410, "The provided continue parameter is too old to display a consistent "
+                                             "list result. You can start a new list without the continue parameter.")
+        items = [item for item in items if _item_key(item) > after]
+    metadata: dict[str, Any] = {"resourceVersion": str(rv)}
+    if 0 < limit < len(items):
+        token = {"rv": rv, "start": _item_key(items[limit - 1])}
+        metadata.update({"continue": base64.urlsafe_b64encode(json.dumps(token).encode()).decode(),
+                         "remainingItemCount": len(items) - limit})
+        items = items[:limit]
+    return items, metadata
 
 
 class Server(ThreadingHTTPServer):
@@ -225,9 +261,9 @@ class _Handler(BaseHTTPRequestHandler):
             except selectors.SelectorError as exc:
                 raise status.ApiStatusError(400, str(exc)) from exc
             items, rv = store.list(rtype.plural, target.namespace or None, lambda o: labels(o) and fields(o))
+            items, metadata = _page(items, rv, query, store.floor)
             # The apiserver leaves apiVersion and kind out of list items.
-            return 200, {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version,
-                         "metadata": {"resourceVersion": str(rv)},
+            return 200, {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": metadata,
                          "items": [{k: v for k, v in item.items() if k not in ("apiVersion", "kind")}
                                    for item in items]}
         body = self._json_body(raw)

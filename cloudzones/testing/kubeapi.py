@@ -14,8 +14,9 @@ in-process::
 Served: nodes, persistentvolumes, storageclasses (cluster-scoped); persistentvolumeclaims, pods,
 events, coordination.k8s.io/v1 leases (namespaced); verbs get, list, watch, create, update, patch
 (merge, strategic-merge subset, JSON patch), delete, and the ``/status`` subresource where the
-resource has one. Not served: discovery (``/api``, ``/apis``), other resources, ``limit`` and
-``continue`` paging (lists are always whole), server-side apply, field managers.
+resource has one; lists in pages with ``limit`` and ``continue`` (later pages show objects as they
+are now, not as of the first page; a token older than the retained history gets 410). Not served:
+discovery (``/api``, ``/apis``), other resources, server-side apply, field managers.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from azure.core.credentials import TokenCredential
 
@@ -20,14 +20,18 @@ from cloudzones.cache import TtlCache
 from cloudzones.topology import Topology, make_zone, normalize_region
 from providers import metadata
 from providers.azure import arm, credentials, disks, imds, lb_plan, resource_ids
-from providers.azure import network as networking
 from providers.azure.compute import ComputeApi, Disk, Instance, ScaleSet
 from providers.azure.config import AzureConfig
 from providers.azure.throttle import ArmCalls, ThrottleGate
 
+if TYPE_CHECKING:
+    # Imported when first used: azure-mgmt-network costs every process ~30 MB, and only the
+    # load-balancer commands need it.
+    from providers.azure import network as networking
+
 log = logging.getLogger(__name__)
 
-ApiT = TypeVar("ApiT", ComputeApi, networking.NetworkApi)
+ApiT = TypeVar("ApiT")
 
 _MIN_FORCED_REFRESH = 2.0
 """Seconds a freshly fetched list is trusted even on a miss: a burst of unknown nodes costs one relist."""
@@ -72,7 +76,7 @@ class AzureProvider:
         self._metadata = metadata.MetadataClient(service="Azure IMDS", settings=metadata_settings,
                                                  clock=clock, sleep=sleep)
         self.gate = ThrottleGate(clock=clock, default_wait=self._arm_settings.default_throttle)
-        self._apis: dict[tuple[type[Any], str], Any] = {}
+        self._apis: dict[tuple[Callable[..., Any], str], Any] = {}
         self._apis_lock = threading.Lock()
         self._vms: TtlCache[tuple[str, str, str], Instance | None] = TtlCache(ttl=config.vm_cache_ttl, clock=clock)
         self._vmss_vms: TtlCache[tuple[str, str, str], dict[str, Instance] | None] = TtlCache(
@@ -101,9 +105,11 @@ class AzureProvider:
 
     def network(self, subscription_id: str | None = None) -> networking.NetworkApi:
         """The network client for a subscription (the configured one by default), sharing the throttle gate."""
+        from providers.azure import network as networking
+
         return self._client_for(networking.NetworkApi, subscription_id)
 
-    def _client_for(self, kind: type[ApiT], subscription_id: str | None) -> ApiT:
+    def _client_for(self, kind: Callable[..., ApiT], subscription_id: str | None) -> ApiT:
         # One client per (kind, subscription), all sharing this provider's credential and throttle gate.
         sub = subscription_id or self.config.subscription_id
         if not sub:
@@ -259,6 +265,8 @@ class AzureProvider:
     def ensure_public_ip(self, name: str, *, zones: str | Sequence[str] | None = None,
                          region_zones: Sequence[str] = lb_plan.DEFAULT_REGION_ZONES) -> tuple[networking.PublicIp, str]:
         """A Standard static public IP in the configured group, zone-redundant by default; ``(ip, action)``."""
+        from providers.azure import network as networking
+
         return networking.ensure_public_ip(self.network(), resource_group=self._group(), location=self._location(),
                                            name=name, zones=zones, region_zones=region_zones,
                                            timeout=self._arm_settings.polling_timeout)
@@ -266,6 +274,8 @@ class AzureProvider:
     def ensure_load_balancer(self, name: str, *, frontend_ip: str | Sequence[str],
                              backend_pool: str | lb_plan.BackendPool) -> tuple[networking.LoadBalancer, str]:
         """A Standard load balancer in the configured group, one frontend per public IP; ``(lb, action)``."""
+        from providers.azure import network as networking
+
         return networking.ensure_load_balancer(self.network(), resource_group=self._group(),
                                                location=self._location(), name=name, frontend_ip=frontend_ip,
                                                backend_pool=backend_pool, timeout=self._arm_settings.polling_timeout)

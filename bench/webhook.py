@@ -1,0 +1,178 @@
+"""Benchmark: webhook reviews per second and p50/p99 latency over real TLS, vs a no-op handler in the same server.
+
+Both sides are `cloudzones.webhook.server.serve` on loopback with a throwaway CA. The real side
+answers with `cloudzones.webhook.review.review` (``labels_for_volume`` returns fixed labels, so
+no ARM call is measured); the baseline's ``review_fn`` returns a constant allowed AdmissionReview
+without reading the body. The load comes from another process (so that it does not share the
+server's GIL): client threads, each on one keep-alive `http.client.HTTPSConnection`, POST the
+fixture ``fixtures/admission/pv-create-azuredisk.json`` back to back (a closed loop). Latency is
+measured by the client, from sending a request to having read its whole answer.
+
+Goals: throughput review / no-op >= 0.8; p99 < 10 ms on loopback.
+
+Run:  PYTHONPATH=. python bench/webhook.py [--reviews 5000] [--threads 4] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import multiprocessing
+import multiprocessing.connection
+import pathlib
+import ssl
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from cloudzones import labels
+from cloudzones.testing.tls import make_tls_files
+from cloudzones.webhook import review, server
+
+FIXTURE = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "admission" / "pv-create-azuredisk.json"
+LABELS = {labels.REGION: "eastus", labels.ZONE: "eastus-2", labels.BETA_REGION: "eastus",
+          labels.BETA_ZONE: "eastus-2"}
+NOOP_ANSWER = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+               "response": {"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": True}}
+WARMUP = 50
+"""Untimed requests per client thread first (TLS handshake, server thread start)."""
+
+
+# -- the load generator (a child process) --------------------------------------------------------
+
+def _client_thread(port: int, ca_file: str, body: bytes, count: int, *, start: threading.Barrier,
+                   latencies: list[float], failures: list[str]) -> None:
+    context = ssl.create_default_context(cafile=ca_file)
+    connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
+    headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+
+    def post() -> None:
+        connection.request("POST", "/mutate-pv?timeout=10s", body=body, headers=headers)
+        response = connection.getresponse()
+        payload = response.read()
+        if response.status != 200 or b'"allowed": true' not in payload:
+            failures.append(f"HTTP {response.status}: {payload[:200]!r}")
+
+    try:
+        for _ in range(WARMUP):
+            post()
+        start.wait()
+        for _ in range(count):
+            began = time.perf_counter()
+            post()
+            latencies.append(time.perf_counter() - began)
+    finally:
+        connection.close()
+
+
+def load(port: int, ca_file: str, body: bytes, total: int, threads: int) -> tuple[float, list[float], list[str]]:
+    """Send ``total`` reviews from ``threads`` keep-alive connections; (seconds, latencies, failures)."""
+    start = threading.Barrier(threads + 1)
+    latencies: list[float] = []
+    failures: list[str] = []
+    workers = [threading.Thread(target=_client_thread, daemon=True,
+                                args=(port, ca_file, body, total // threads + (i < total % threads)),
+                                kwargs={"start": start, "latencies": latencies, "failures": failures})
+               for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    start.wait()
+    began = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    return time.perf_counter() - began, latencies, failures
+
+
+def _client_process(conn: multiprocessing.connection.Connection) -> None:
+    while (job := conn.recv()) is not None:
+        conn.send(load(*job))
+
+
+# -- the server side (this process) --------------------------------------------------------------
+
+def real_review(body: bytes) -> dict[str, Any]:
+    """The webhook's review with a fixed disk lookup."""
+    return review.review(body, labels_for_volume=lambda pv: LABELS)
+
+
+def noop_review(body: bytes) -> dict[str, Any]:
+    """Allowed, without looking at the body."""
+    return NOOP_ANSWER
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
+
+
+def measure(name: str, review_fn: Callable[[bytes], dict[str, Any]], client: multiprocessing.connection.Connection,
+            *, tls: Any, body: bytes, total: int, threads: int) -> dict[str, float]:
+    """One timed run against a fresh server; its throughput, latencies and server CPU per review."""
+    srv = server.serve(host="127.0.0.1", port=0, cert_file=str(tls.cert_file), key_file=str(tls.key_file),
+                       review_fn=review_fn)
+    try:
+        cpu = time.process_time()
+        client.send((srv.server_address[1], str(tls.ca_file), body, total, threads))
+        seconds, latencies, failures = client.recv()
+        cpu = time.process_time() - cpu
+        samples = {(s.name, s.labels.get("le", "")): s.value for m in srv.metrics.registry.collect() for s in m.samples}
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    if failures:
+        raise SystemExit(f"{name}: {len(failures)} failed requests, first: {failures[0]}")
+    answered = samples[("cloudzones_webhook_review_seconds_count", "")]
+    return {"rps": len(latencies) / seconds, "p50": percentile(latencies, 0.50), "p99": percentile(latencies, 0.99),
+            "max": max(latencies), "cpu_per_review": cpu / len(latencies),
+            "server_under_2_5ms": samples[("cloudzones_webhook_review_seconds_bucket", "0.0025")] / answered}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reviews", type=int, default=5000, help="timed reviews per side and round")
+    parser.add_argument("--threads", type=int, default=4, help="client threads (one keep-alive connection each)")
+    parser.add_argument("--rounds", type=int, default=5, help="alternate no-op and review runs; medians compared")
+    args = parser.parse_args()
+
+    body = FIXTURE.read_bytes()
+    check = real_review(body)["response"]
+    assert check["allowed"] and check["patchType"] == "JSONPatch", check
+    tls = make_tls_files(tempfile.mkdtemp(prefix="cloudzones-bench-"))
+    context = multiprocessing.get_context("spawn")
+    client, child = context.Pipe()
+    process = context.Process(target=_client_process, args=(child,), name="load", daemon=True)
+    process.start()
+    print(f"{args.reviews} reviews per run from {args.threads} keep-alive TLS connections (load from a child "
+          f"process), body {len(body)} B, {args.rounds} rounds")
+    runs: dict[str, list[dict[str, float]]] = {"no-op": [], "review": []}
+    try:
+        for round_ in range(args.rounds):
+            for name, fn in (("no-op", noop_review), ("review", real_review)):
+                runs[name].append(measure(name, fn, client, tls=tls, body=body, total=args.reviews,
+                                          threads=args.threads))
+            noop, real = runs["no-op"][-1], runs["review"][-1]
+            print(f"  round {round_ + 1}: no-op {noop['rps']:5.0f}/s p99 {noop['p99'] * 1000:5.2f} ms; review "
+                  f"{real['rps']:5.0f}/s p99 {real['p99'] * 1000:5.2f} ms; ratio {real['rps'] / noop['rps']:.2f}")
+    finally:
+        client.send(None)
+        process.join(10)
+
+    medians = {name: {key: statistics.median(r[key] for r in results) for key in results[0]}
+               for name, results in runs.items()}
+    for name, m in medians.items():
+        print(f"{name:7s} (median): {m['rps']:6.0f} reviews/s  p50 {m['p50'] * 1000:5.2f} ms  "
+              f"p99 {m['p99'] * 1000:5.2f} ms  max {m['max'] * 1000:6.2f} ms  "
+              f"server CPU {m['cpu_per_review'] * 1e6:4.0f} us/review  "
+              f"server-side histogram: {m['server_under_2_5ms']:.1%} under 2.5 ms")
+    ratio = medians["review"]["rps"] / medians["no-op"]["rps"]
+    p99 = medians["review"]["p99"]
+    print(f"throughput review / no-op: {ratio:.2f} (goal >= 0.8)  {'OK' if ratio >= 0.8 else 'UNDER GOAL'}")
+    print(f"review p99: {p99 * 1000:.2f} ms (goal < 10 ms)  {'OK' if p99 < 0.010 else 'OVER GOAL'}")
+
+
+if __name__ == "__main__":
+    main()
