@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -57,6 +59,19 @@ class FakeCredential:
     def get_token_info(self, *scopes: str, options: Any = None) -> AccessTokenInfo:
         self.requests += 1
         return AccessTokenInfo("fake-token", int(time.time()) + 3600)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Undo ``cloudzones.logs.configure`` after CLI tests: its handler holds pytest's soon-closed stderr."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    quiet = {name: logging.getLogger(name).level for name in ("azure", "urllib3", "kubernetes")}
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, previous in quiet.items():
+        logging.getLogger(name).setLevel(previous)
 
 
 @pytest.fixture
