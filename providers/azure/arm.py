@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from azure.core import AzureClouds
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
@@ -109,6 +109,27 @@ def client_options(gate: ThrottleGate, *, settings: ArmSettings, sleep: Callable
     if connection_verify is not None:
         options["connection_verify"] = connection_verify  # a CA bundle path, for loopback fakes
     return options
+
+
+class ArmApi:
+    """Base of the per-SDK ARM clients (compute, network): one subscription, our retry policy, gate and counters.
+
+    Subclasses set ``client_class`` to their SDK's management client; this module stays free of them.
+    """
+
+    client_class: ClassVar[Callable[..., Any]]
+
+    def __init__(self, credential: Any, subscription_id: str, *, gate: ThrottleGate, base_url: str,
+                 credential_scopes: list[str], settings: ArmSettings, sleep: Callable[[float], None] = time.sleep,
+                 transport: Any = None, connection_verify: Any = None) -> None:
+        options = client_options(gate, settings=settings, sleep=sleep, transport=transport,
+                                 connection_verify=connection_verify)
+        self.subscription_id = subscription_id
+        self.client = self.client_class(credential, subscription_id, base_url=base_url,
+                                        credential_scopes=credential_scopes, **options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(subscription_id={self.subscription_id!r})"
 
 
 def retry_after_of(headers: Any, *, now: float) -> float | None:

@@ -7,17 +7,14 @@ nodes should not keep 5,000 full SDK models alive.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from azure.core.credentials import TokenCredential
 from azure.core.exceptions import AzureError
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as compute_models
 
 from providers.azure import arm
-from providers.azure.throttle import ThrottleGate
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,22 +86,10 @@ def _scale_set(model: Any) -> ScaleSet:
     return ScaleSet(name=model.name or "", computer_name_prefix=prefix.lower(), uniform=mode.lower() == "uniform")
 
 
-class ComputeApi:
+class ComputeApi(arm.ArmApi):
     """VM and VMSS reads for one subscription, with gating, counting and bounded retries."""
 
-    def __init__(self, credential: TokenCredential, subscription_id: str, *, gate: ThrottleGate,
-                 base_url: str, credential_scopes: list[str], settings: arm.ArmSettings,
-                 sleep: Callable[[float], None] = time.sleep, transport: Any = None,
-                 connection_verify: Any = None) -> None:
-        options = arm.client_options(gate, settings=settings, sleep=sleep, transport=transport,
-                                     connection_verify=connection_verify)
-        self.subscription_id = subscription_id
-        self._gate = gate
-        self.client = ComputeManagementClient(credential, subscription_id, base_url=base_url,
-                                              credential_scopes=credential_scopes, **options)
-
-    def __repr__(self) -> str:
-        return f"ComputeApi(subscription_id={self.subscription_id!r})"
+    client_class = ComputeManagementClient
 
     def _call(self, action: str, fn: Callable[[], Any]) -> Any:
         try:

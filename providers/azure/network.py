@@ -9,11 +9,9 @@ a second call costs one GET. An update sends the ETag it read as ``If-Match``: i
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from azure.core.credentials import TokenCredential
 from azure.core.exceptions import AzureError
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.network import models as network_models
@@ -21,7 +19,6 @@ from azure.mgmt.network import models as network_models
 from cloudzones import errors
 from providers.azure import arm, lb_plan
 from providers.azure.lb_members import backend_pool_members
-from providers.azure.throttle import ThrottleGate
 
 __all__ = ["LoadBalancer", "NetworkApi", "PublicIp", "backend_pool_members", "ensure_load_balancer",
            "ensure_public_ip", "plan_load_balancer", "plan_public_ip"]
@@ -78,21 +75,10 @@ class LoadBalancer:
                    frontends=frontends, pools=pools, provisioning_state=str(props.get("provisioningState") or ""))
 
 
-class NetworkApi:
+class NetworkApi(arm.ArmApi):
     """Public IP and load balancer reads and writes for one subscription, gated, counted, bounded."""
 
-    def __init__(self, credential: TokenCredential, subscription_id: str, *, gate: ThrottleGate,
-                 base_url: str, credential_scopes: list[str], settings: arm.ArmSettings,
-                 sleep: Callable[[float], None] = time.sleep, transport: Any = None,
-                 connection_verify: Any = None) -> None:
-        options = arm.client_options(gate, settings=settings, sleep=sleep, transport=transport,
-                                     connection_verify=connection_verify)
-        self.subscription_id = subscription_id
-        self.client = NetworkManagementClient(credential, subscription_id, base_url=base_url,
-                                              credential_scopes=credential_scopes, **options)
-
-    def __repr__(self) -> str:
-        return f"NetworkApi(subscription_id={self.subscription_id!r})"
+    client_class = NetworkManagementClient
 
     def get_public_ip(self, resource_group: str, name: str) -> dict[str, Any] | None:
         """The public IP's ARM body, or None when it does not exist."""
