@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from azure.core.credentials import AccessToken, AccessTokenInfo
 
+from cloudzones.testing.kubeapi import FakeKubeApi
+
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
 
@@ -72,6 +74,13 @@ def _restore_logging() -> Iterator[None]:
     root.setLevel(level)
     for name, previous in quiet.items():
         logging.getLogger(name).setLevel(previous)
+
+
+@pytest.fixture
+def api() -> Iterator[FakeKubeApi]:
+    """A fresh in-memory Kubernetes API server on loopback."""
+    with FakeKubeApi() as server:
+        yield server
 
 
 @pytest.fixture

@@ -20,11 +20,6 @@ ALLOWED_REQUESTS = {("list", "pods"), ("watch", "pods"), ("get", "pods"), ("patc
                     ("create", "events")}
 
 
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
-
 
 @pytest.fixture
 def client(api: FakeKubeApi) -> Iterator[kube.KubeClient]:

@@ -53,12 +53,6 @@ def node(name: str, provider_id: str, **extra_labels: str) -> dict[str, Any]:
             "spec": {"providerID": provider_id}}
 
 
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    """A fresh fake API server."""
-    with FakeKubeApi() as server:
-        yield server
-
 
 @pytest.fixture
 def client(api: FakeKubeApi) -> Iterator[kube.KubeClient]:

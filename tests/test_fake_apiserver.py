@@ -18,12 +18,6 @@ from cloudzones.testing import ApiStatusError, FakeKubeApi
 
 
 @pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
-
-
-@pytest.fixture
 def raw(api: FakeKubeApi) -> Iterator[Any]:
     """A real ApiClient pointed at the fake, with urllib3's own retries off."""
     config = kubernetes.client.Configuration(host=api.url)

@@ -72,11 +72,6 @@ class Sleeper:
             self._cond.notify_all()
 
 
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
-
 
 @pytest.fixture
 def client(api: FakeKubeApi) -> Iterator[kube.KubeClient]:

@@ -15,12 +15,6 @@ from cloudzones.testing import FakeKubeApi
 
 
 @pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
-
-
-@pytest.fixture
 def sleeps() -> list[float]:
     return []
 

@@ -13,12 +13,6 @@ from cloudzones.testing import FakeKubeApi
 
 
 @pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
-
-
-@pytest.fixture
 def client(api: FakeKubeApi) -> Iterator[kube.KubeClient]:
     with kube.KubeClient.for_host(api.url, sleep=lambda _: None) as c:
         yield c

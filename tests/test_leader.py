@@ -30,11 +30,6 @@ class Clock:
         self.now += datetime.timedelta(seconds=seconds)
 
 
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    with FakeKubeApi() as server:
-        yield server
-
 
 @pytest.fixture
 def client(api: FakeKubeApi) -> Iterator[kube.KubeClient]:

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 import yaml
@@ -95,12 +94,6 @@ class TestWebhookProcess:
         assert code == 0
         assert "never-logged" not in rest
 
-
-@pytest.fixture
-def api() -> Iterator[FakeKubeApi]:
-    """A fake API server."""
-    with FakeKubeApi() as server:
-        yield server
 
 
 class TestControllerProcess:
