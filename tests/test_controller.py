@@ -237,3 +237,22 @@ class TestLeaderElection:
         finally:
             a.stop()
             b.stop()
+
+
+class TestAnnotatorHooks:
+    """The controller feeds the pod annotator: node changes wake it, and node labels come from the cache."""
+
+    def test_node_change_callback_and_labels(self, api: FakeKubeApi, client: kube.KubeClient, arm: FakeArm) -> None:
+        """Adds and label updates call on_node_change with the node name; node_labels reads the cache."""
+        seen: list[str] = []
+        api.create("nodes", node("n-hook", f"{PID}/virtualMachines/vm-9"))
+        labeller = synced(controller.NodeLabeler(client, provider(arm, FakeClock()), on_node_change=seen.append))
+        try:
+            assert seen == ["n-hook"]
+            assert drain(labeller) == ["patched"]
+            assert labeller.informer.wait_until(lambda _: len(seen) >= 2, 5)
+            assert seen[-1] == "n-hook"
+            assert (labeller.node_labels("n-hook") or {}).get(labels.ZONE) == "westeurope-1"
+            assert labeller.node_labels("nobody") is None
+        finally:
+            labeller.stop()
