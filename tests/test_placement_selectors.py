@@ -118,3 +118,20 @@ class TestTaints:
     def test_tolerations(self, taint: dict[str, str], tolerations: list[dict[str, str]], untolerated: bool) -> None:
         """Effect, key, operator and value rules; PreferNoSchedule never blocks; unknown operators tolerate nothing."""
         assert selectors.has_untolerated_taint(_node(taint), tolerations) is untolerated
+
+
+class TestVolumeNodeAffinity:
+    """A PV's nodeAffinity is read with the pod rules (Gt on integer labels included)."""
+
+    def test_unzoned_disk_terms(self) -> None:
+        """The unzoned-disk affinity admits fault domains 0 and 36 and no zoned node; no affinity admits all."""
+        from cloudzones.placement.selectors import volume_node_affinity
+        from storageclass import volume_topology
+
+        _, affinity = volume_topology(None, "eastus")
+        parsed = volume_node_affinity(affinity)
+        region = {"topology.kubernetes.io/region": "eastus"}
+        assert parsed.matches("a", {**region, "topology.kubernetes.io/zone": "0"})
+        assert parsed.matches("b", {**region, "topology.kubernetes.io/zone": "36"})
+        assert not parsed.matches("c", {**region, "topology.kubernetes.io/zone": "eastus-1"})
+        assert volume_node_affinity(None).matches("d", {})

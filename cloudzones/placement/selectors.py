@@ -136,6 +136,15 @@ def required_node_affinity(pod: Mapping[str, Any]) -> NodeAffinity:
     return NodeAffinity(selector, tuple(terms))
 
 
+def volume_node_affinity(node_affinity: Mapping[str, Any] | None) -> NodeAffinity:
+    """A PersistentVolume's ``spec.nodeAffinity``, read with the same rules as a pod's required node affinity."""
+    required = (node_affinity or {}).get("required") if isinstance(node_affinity, Mapping) else None
+    if not required:
+        return NodeAffinity()
+    return required_node_affinity(
+        {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}})
+
+
 def _parse_node_selector_term(term: Any) -> tuple[tuple[Requirement, ...], tuple[Requirement, ...]] | None:
     if not isinstance(term, Mapping):
         return None

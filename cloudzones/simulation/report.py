@@ -8,35 +8,7 @@ from typing import Any
 
 from cloudzones import is_availability_zone, labels
 from cloudzones.cli import output
-
-
-def _matches(requirement: Mapping[str, Any], node_labels: Mapping[str, str]) -> bool:
-    key, op, values = requirement["key"], requirement["operator"], requirement.get("values") or []
-    value = node_labels.get(key)
-    if op == "In":
-        return value in values
-    if op == "NotIn":
-        return value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt"):
-        # Kubernetes parses both sides as integers and fails the match when it cannot.
-        try:
-            node_value, bound = int(str(value)), int(values[0])
-        except (TypeError, ValueError):
-            return False
-        return node_value > bound if op == "Gt" else node_value < bound
-    return False
-
-
-def admits(affinity: Mapping[str, Any] | None, node_labels: Mapping[str, str]) -> bool:
-    """Whether a PV's required node affinity admits a node with ``node_labels``."""
-    if not affinity:
-        return True
-    terms = (affinity.get("required") or {}).get("nodeSelectorTerms") or []
-    return any(all(_matches(r, node_labels) for r in term.get("matchExpressions") or []) for term in terms)
+from cloudzones.placement import selectors
 
 
 def checks(result: Mapping[str, Any], node_labels: Mapping[str, Mapping[str, str]]) -> list[dict[str, Any]]:
@@ -65,7 +37,8 @@ def checks(result: Mapping[str, Any], node_labels: Mapping[str, Mapping[str, str
     mismatched = []
     for row in ok_rows:
         disk_zone = f"{region}-{row['diskZones'][0]}" if row["diskZones"] else None
-        attachable = [n for n, lbl in node_labels.items() if admits(row["affinity"], lbl)]
+        affinity = selectors.volume_node_affinity(row["affinity"])
+        attachable = [n for n, lbl in node_labels.items() if affinity.matches(n, lbl)]
         wrong = [n for n in attachable if disk_zone and node_labels[n].get(labels.ZONE) != disk_zone]
         if not attachable or wrong:
             mismatched.append(f"{row['claim']}: attachable {attachable[:3]}, wrong {wrong[:3]}")

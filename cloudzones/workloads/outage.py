@@ -268,8 +268,7 @@ def _stranded(lost: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Sequence
             required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required")
             if pv is None or not required:
                 continue
-            affinity = selectors.required_node_affinity(
-                {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}})
+            affinity = selectors.volume_node_affinity(((pv or {}).get("spec") or {}).get("nodeAffinity"))
             if not any(affinity.matches(m.name_of(n), m.labels_of(n)) for n in survivors):
                 names.append(str(claim_name))
                 pinned.append(m.name_of(pv))
