@@ -27,7 +27,7 @@ import kubernetes.client
 import kubernetes.config
 import urllib3
 
-from cloudzones import errors
+from cloudzones import errors, retry
 from cloudzones._kubestream import WatchEvent, WatchStream, error_from_status
 
 __all__ = [
@@ -97,13 +97,6 @@ class RetryPolicy:
         return base * (1 + self.jitter * rand())
 
 
-def _parse_retry_after(value: str | None) -> float | None:
-    try:
-        return float(value) if value else None
-    except ValueError:
-        return None  # an HTTP date: rare from the apiserver, and the backoff is a fine fallback
-
-
 def translate(exc: BaseException, what: str) -> errors.KubeApiError:
     """Our error for a client exception raised while doing ``what`` (``'patch of nodes "n1"'``)."""
     if isinstance(exc, kubernetes.client.ApiException) and exc.status:
@@ -114,7 +107,7 @@ def translate(exc: BaseException, what: str) -> errors.KubeApiError:
         except ValueError:
             pass
         headers = exc.headers or {}
-        retry_after = _parse_retry_after(headers.get("Retry-After"))
+        retry_after = retry.parse_retry_after(headers.get("Retry-After"), now=time.time())
         if retry_after is None:
             retry_after = (status_body.get("details") or {}).get("retryAfterSeconds")
         status_body.setdefault("code", exc.status)
