@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-import heapq
 import logging
 import socket
 import threading
@@ -22,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cloudzones import errors, informer, kube, labels, podzones, workqueue
+from cloudzones.retrylater import RetryLater
 
 logger = logging.getLogger(__name__)
 
@@ -163,10 +163,9 @@ class PodZoneAnnotator:
         self._clock = clock
         self.stats = AnnotatorStats()
         self._lock = threading.Lock()
-        self._failures: dict[str, int] = {}
+        self._retries = RetryLater(clock=clock, base=self.settings.retry_base, cap=self.settings.retry_max)
         self._waiting: dict[str, str] = {}  # key -> node it waits for
         self._reported: dict[str, tuple[Any, ...]] = {}  # key -> what was last reported (Event or log)
-        self._due: list[tuple[float, str]] = []
         self._wake = threading.Condition(self._lock)
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -237,8 +236,8 @@ class PodZoneAnnotator:
         elif outcome is Outcome.GONE:
             self._forget(key)
         else:
+            self._retries.forget(key)
             with self._lock:
-                self._failures.pop(key, None)
                 if outcome is not Outcome.SKIPPED and self._reported.get(key, ("",))[0] == "missing":
                     del self._reported[key]  # the labels came: a later lack is news again
         return outcome
@@ -289,15 +288,9 @@ class PodZoneAnnotator:
 
     def requeue_due(self) -> float | None:
         """Queue the pods whose retry is due; returns seconds until the next one (None: none pending)."""
-        now = self._clock()
-        due: list[str] = []
-        with self._lock:
-            while self._due and self._due[0][0] <= now:
-                due.append(heapq.heappop(self._due)[1])
-            following = self._due[0][0] - now if self._due else None
-        for key in due:
+        for key in self._retries.due():
             self.queue.add(key)
-        return following
+        return self._retries.next_in()
 
     # -- internals ------------------------------------------------------------------------------------
     def _lookup(self, key: str) -> Mapping[str, Any] | None:
@@ -347,16 +340,13 @@ class PodZoneAnnotator:
                            key, annotation, present, decision.node, wanted)
 
     def _schedule_retry(self, key: str) -> None:
+        self._retries.schedule(key)
         with self._wake:
-            failures = self._failures.get(key, 0) + 1
-            self._failures[key] = failures
-            delay = min(self.settings.retry_base * 2.0 ** (failures - 1), self.settings.retry_max)
-            heapq.heappush(self._due, (self._clock() + delay, key))
             self._wake.notify_all()
 
     def _forget(self, key: str) -> None:
+        self._retries.forget(key)
         with self._lock:
-            self._failures.pop(key, None)
             self._waiting.pop(key, None)
             self._reported.pop(key, None)
 
