@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from cloudzones import errors, labels
 from storageclass.spec import StorageClassSpec
 from storageclass.topology import volume_topology
-from storageclass.zones import Mode, explain_zones
+from storageclass.zones import Mode, ZoneChoice, explain_zones
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,12 @@ class Provisioner:
     def provision(self, pvc: Mapping[str, Any], storage_class: Mapping[str, Any], *, active_zones: Iterable[str],
                   selected_node: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Create (or find) the claim's disk and return its PersistentVolume manifest."""
+        return self.provision_explained(pvc, storage_class, active_zones=active_zones, selected_node=selected_node)[0]
+
+    def provision_explained(self, pvc: Mapping[str, Any], storage_class: Mapping[str, Any], *,
+                            active_zones: Iterable[str], selected_node: Mapping[str, Any] | None = None,
+                            ) -> tuple[dict[str, Any], ZoneChoice]:
+        """`provision`, also returning the zone choice and the rule that decided it."""
         if not self.region:
             raise errors.ConfigError("the provisioner needs the cluster's region (region= or a configured provider)")
         spec = StorageClassSpec.from_manifest(storage_class, region=self.region)
@@ -95,7 +101,7 @@ class Provisioner:
         disk, created = self.provider.ensure_disk(name, size, spec.sku, zone, tags)
         log.info("%s disk %s for claim %s/%s in %s (%s)", "created" if created else "found", name, namespace,
                  claim_name, zone or "no zone", choice.rule)
-        return self._volume(pvc, spec, disk_id=disk.id, disk_name=name, size_gib=size, zone=zone)
+        return self._volume(pvc, spec, disk_id=disk.id, disk_name=name, size_gib=size, zone=zone), choice
 
     def _volume(self, pvc: Mapping[str, Any], spec: StorageClassSpec, *, disk_id: str, disk_name: str,
                 size_gib: int, zone: str | None) -> dict[str, Any]:

@@ -66,6 +66,12 @@ class TestProvision:
                                                {"key": labels.REGION, "operator": "In", "values": ["eastus"]}]}]
         assert pv["spec"]["claimRef"]["uid"] == "u1"
 
+    def test_explained_choice_is_the_disk_zone(self, arm: FakeArm) -> None:
+        """provision_explained reports the rule and the zone the disk was actually created in."""
+        pv, choice = make_provisioner().provision_explained(claim(), storage_class(zones="eastus-2"), active_zones=ZONES)
+        assert str(choice.rule) == "zones" and choice.zones == ("eastus-2",)
+        assert pv["metadata"]["labels"][labels.ZONE] == "eastus-2" and arm.disks["pvc-u1"]["zones"] == ["2"]
+
     def test_idempotent(self, arm: FakeArm) -> None:
         """A second call for the same claim finds the disk and writes nothing."""
         provisioner = make_provisioner()

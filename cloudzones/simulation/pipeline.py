@@ -19,7 +19,7 @@ import requests
 from cloudzones import annotator, controller, errors, is_availability_zone, labels, leader, nodeagent, placement
 from cloudzones.simulation.world import World
 from cloudzones.webhook import review, server
-from storageclass import Provisioner, StorageClassSpec, explain_zones
+from storageclass import Provisioner
 
 Progress = Callable[[str], None]
 
@@ -73,7 +73,10 @@ def _claim_manifest(world: World, claim: Any) -> dict[str, Any]:
     uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{world.scenario.name}/{claim.name}"))
     meta: dict[str, Any] = {"name": claim.name, "namespace": "default", "uid": uid}
     if claim.statefulset:
+        # As the StatefulSet controller does with a PVC retention policy: the owner names the set exactly.
         meta["labels"] = {"app": claim.statefulset}
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": claim.statefulset,
+                                    "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, claim.statefulset)), "controller": True}]
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": claim.storage_class,
                      "resources": {"requests": {"storage": claim.size}}}}
@@ -96,10 +99,8 @@ def provision(world: World, progress: Progress) -> dict[str, Any]:
                                "expectError": claim.expect_error, "statefulSet": claim.statefulset,
                                "ordinal": claim.ordinal}
         try:
-            spec = StorageClassSpec.from_manifest(classes[claim.storage_class], region=scenario.region)
-            choice = explain_zones(spec, pvc_name=claim.name, active_zones=active, selected_node=selected,
-                                   statefulset=claim.statefulset)
-            pv = provisioner.provision(pvc, classes[claim.storage_class], active_zones=active, selected_node=selected)
+            pv, choice = provisioner.provision_explained(pvc, classes[claim.storage_class], active_zones=active,
+                                                         selected_node=selected)
             world.api.create("persistentvolumes", pv)
         except errors.CloudZonesError as exc:
             row.update(ok=False, rule=str(getattr(exc, "rule", "") or type(exc).__name__), error=str(exc))
