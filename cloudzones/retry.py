@@ -9,13 +9,12 @@ from __future__ import annotations
 import dataclasses
 import email.utils
 import math
-import random
 from collections.abc import Iterator
 
 
 @dataclasses.dataclass(frozen=True)
 class Backoff:
-    """An exponential backoff schedule with optional full jitter."""
+    """An exponential backoff schedule."""
 
     base: float = 0.1
     """The first delay, in seconds."""
@@ -23,17 +22,12 @@ class Backoff:
     """Each delay is the previous one times this."""
     cap: float = 30.0
     """No single delay exceeds this."""
-    jitter: float = 0.0
-    """Fraction of each delay that is randomised (0: none, 1: anywhere in [0, delay])."""
 
-    def delays(self, *, rng: random.Random | None = None) -> Iterator[float]:
-        """An endless sequence of delays; ``rng`` makes the jitter reproducible."""
+    def delays(self) -> Iterator[float]:
+        """An endless sequence of delays."""
         delay = self.base
         while True:
-            value = min(delay, self.cap)
-            if self.jitter and rng is not None:
-                value -= value * self.jitter * rng.random()
-            yield value
+            yield min(delay, self.cap)
             delay *= self.factor
 
 

@@ -159,7 +159,7 @@ def raise_cloud_error(exc: AzureError, action: str, *, gate: ThrottleGate | None
     hint = ""
     if status == 429:
         hint = f" (throttled; retry after {retry_after:.0f}s)" if retry_after is not None else " (throttled)"
-    raise errors.CloudApiError(f"ARM {action} failed with {what}:{code} {detail}{hint}".replace(":  ", ": "),
+    raise errors.CloudApiError(f"ARM {action} failed with {what}:{code} {detail}{hint}",
                                status=status, retry_after=retry_after) from exc
 
 
