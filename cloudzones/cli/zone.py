@@ -41,6 +41,13 @@ def describe(topology: Topology, *, provider: str, beta: bool = True) -> dict[st
     }
 
 
+def _provider(name: str, args: argparse.Namespace) -> Any:
+    import providers
+
+    # Only Azure reads a cloud config; AWS and GCP need nothing but their metadata service.
+    return providers.get(name, **({"cloud_config": args.cloud_config} if name == "azure" else {}))
+
+
 def _resolve(args: argparse.Namespace) -> tuple[str, Topology]:
     import providers
     from providers.azure import imds
@@ -54,8 +61,7 @@ def _resolve(args: argparse.Namespace) -> tuple[str, Topology]:
         return "azure", imds.topology_from_imds(document)
     if args.node or args.provider_id:
         name = "azure" if args.provider == "auto" else args.provider
-        options = {"cloud_config": args.cloud_config} if name == "azure" else {}
-        provider = providers.get(name, **options)
+        provider = _provider(name, args)
         if args.node:
             return name, provider.topology_by_node_name(args.node)
         found = provider.topology_by_provider_id(args.provider_id)
@@ -63,12 +69,9 @@ def _resolve(args: argparse.Namespace) -> tuple[str, Topology]:
             raise errors.NodeNotFound(f"provider ID {args.provider_id!r} is not managed by {name}")
         return name, found
     if args.provider == "auto":
-        candidates = [providers.get(n, **({"cloud_config": args.cloud_config} if n == "azure" else {}))
-                      for n in providers.NAMES]
-        chosen, topology = providers.detect(candidates)
+        chosen, topology = providers.detect([_provider(n, args) for n in providers.NAMES])
         return chosen.name, topology
-    options = {"cloud_config": args.cloud_config} if args.provider == "azure" else {}
-    return args.provider, providers.get(args.provider, **options).local_topology()
+    return args.provider, _provider(args.provider, args).local_topology()
 
 
 def run(args: argparse.Namespace) -> int:
