@@ -21,7 +21,8 @@ import time
 import tracemalloc
 from typing import Any
 
-from cloudzones import informer, kube
+from cloudzones import kube
+from cloudzones.kube import informer
 from cloudzones.testing import FakeKubeApi
 
 

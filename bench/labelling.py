@@ -39,7 +39,9 @@ from typing import Any
 
 from bench.kube_informer import make_node
 from bench.remote_api import RemoteKubeApi
-from cloudzones import controller, informer, kube, labels, nodelabels
+from cloudzones import kube, labels, nodelabels
+from cloudzones.kube import informer
+from cloudzones.services import controller
 from cloudzones.testing.azure import FakeArm, StaticCredential
 from cloudzones.testing.kubeapi import FakeKubeApi
 from cloudzones.testing.tls import make_tls_files

@@ -36,7 +36,9 @@ from typing import Any
 from bench import labelling
 from bench.kube_informer import retained_bytes
 from bench.remote_api import RemoteKubeApi
-from cloudzones import controller, informer, kube, nodelabels
+from cloudzones import kube, nodelabels
+from cloudzones.kube import informer
+from cloudzones.services import controller
 from cloudzones.testing.kubeapi import FakeKubeApi
 from cloudzones.testing.tls import TlsFiles, make_tls_files
 

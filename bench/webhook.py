@@ -1,7 +1,7 @@
 """Benchmark: webhook reviews per second and p50/p99 latency over real TLS, vs a no-op handler in the same server.
 
-Both sides are `cloudzones.webhook.server.serve` on loopback with a throwaway CA. The real side
-answers with `cloudzones.webhook.review.review` (``labels_for_volume`` returns fixed labels, so
+Both sides are `cloudzones.services.webhook.server.serve` on loopback with a throwaway CA. The real side
+answers with `cloudzones.services.webhook.review.review` (``labels_for_volume`` returns fixed labels, so
 no ARM call is measured); the baseline's ``review_fn`` returns a constant allowed AdmissionReview
 without reading the body. The load comes from another process (so that it does not share the
 server's GIL): client threads, each on one keep-alive `http.client.HTTPSConnection`, POST the
@@ -29,8 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cloudzones import labels
+from cloudzones.services.webhook import review, server
 from cloudzones.testing.tls import make_tls_files
-from cloudzones.webhook import review, server
 
 FIXTURE = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "admission" / "pv-create-azuredisk.json"
 LABELS = {labels.REGION: "eastus", labels.ZONE: "eastus-2", labels.BETA_REGION: "eastus",

@@ -29,10 +29,9 @@ chained as ``__cause__``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from cloudzones.workloads.findings import Finding
+from cloudzones.findings import Finding
 
 
 class CloudZonesError(Exception):

@@ -6,6 +6,7 @@ as ``us-west-2-lax-1a`` break the "strip the last letter" trick botocore uses.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 
@@ -23,10 +24,11 @@ class AwsProvider:
 
     def __init__(self, *, imds_url: str = "http://169.254.169.254",
                  metadata_settings: metadata.MetadataSettings | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 rand: Callable[[], float] = random.random) -> None:
         self._base = imds_url.rstrip("/")
         self._client = metadata.MetadataClient(service="AWS IMDS", settings=metadata_settings, clock=clock,
-                                               sleep=sleep)
+                                               sleep=sleep, rand=rand)
         self._token: str | None = None
 
     def __repr__(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import time
 from collections.abc import Callable
@@ -29,10 +30,11 @@ class GcpProvider:
 
     def __init__(self, *, metadata_url: str = "http://metadata.google.internal",
                  metadata_settings: metadata.MetadataSettings | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 rand: Callable[[], float] = random.random) -> None:
         self._base = metadata_url.rstrip("/")
         self._client = metadata.MetadataClient(service="GCP metadata server", settings=metadata_settings,
-                                               clock=clock, sleep=sleep)
+                                               clock=clock, sleep=sleep, rand=rand)
 
     def __repr__(self) -> str:
         return f"GcpProvider(metadata_url={self._base!r})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import time
 from collections.abc import Callable, Mapping
 
@@ -37,10 +38,8 @@ class MetadataSettings:
     """Total seconds spent on attempts that could not connect, before giving up (off-cloud detection)."""
     total_budget: float = 5.0
     """Total seconds for the whole lookup, retries and waits included."""
-    attempts: int = 4
-    """Attempts at most, the first included."""
-    backoff: retry.Backoff = dataclasses.field(default_factory=lambda: retry.Backoff(base=0.1, factor=2.0, cap=1.0))
-    """Delays between attempts (``Retry-After`` wins when the service sends one)."""
+    retry: retry.RetryPolicy = retry.RetryPolicy(base=0.1, cap=1.0, attempts=4)
+    """Attempts at most and the delays between them (a ``Retry-After`` from the service is their floor)."""
     retry_statuses: frozenset[int] = frozenset({410, 429, 500, 502, 503, 504})
     """Statuses worth retrying; 410 and 500 are what Azure IMDS returns while it warms up."""
 
@@ -59,13 +58,14 @@ class MetadataClient:
 
     def __init__(self, *, service: str, settings: MetadataSettings | None = None,
                  session: requests.Session | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep, wall_clock: Callable[[], float] = time.time) -> None:
+                 sleep: Callable[[float], None] = time.sleep, wall_clock: Callable[[], float] = time.time,
+                 rand: Callable[[], float] = random.random) -> None:
         self.service = service
         self.settings = settings or MetadataSettings()
         self._session = session or requests.Session()
         self._session.trust_env = False  # ignore HTTP(S)_PROXY, NO_PROXY and .netrc
         self._session.proxies.clear()
-        self._clock, self._sleep, self._wall_clock = clock, sleep, wall_clock
+        self._clock, self._sleep, self._wall_clock, self._rand = clock, sleep, wall_clock, rand
         self.calls = 0
         """Requests sent (attempts, not lookups), for tests and benchmarks."""
 
@@ -82,9 +82,8 @@ class MetadataClient:
         settings = self.settings
         start = self._clock()
         connected = False  # until a peer answers, the (shorter) connect budget bounds everything
-        delays = settings.backoff.delays()
         last_problem = "no attempt made"
-        for attempt in range(1, settings.attempts + 1):
+        for attempt in range(1, settings.retry.attempts + 1):
             budget = settings.total_budget if connected else settings.connect_budget
             remaining = budget - (self._clock() - start)
             if remaining < _MIN_ATTEMPT:
@@ -98,11 +97,11 @@ class MetadataClient:
             except requests.exceptions.ConnectionError as exc:
                 # ConnectTimeout is a ConnectionError too; a read timeout is not.
                 last_problem = f"cannot connect ({type(exc).__name__})"
-                wait = next(delays)
+                wait = settings.retry.delay(attempt, rand=self._rand)
             except requests.exceptions.Timeout as exc:
                 connected = True
                 last_problem = f"no answer within {read_timeout:.1f}s ({type(exc).__name__})"
-                wait = next(delays)
+                wait = settings.retry.delay(attempt, rand=self._rand)
             except requests.exceptions.RequestException as exc:
                 raise errors.MetadataError(f"{self.service} request to {url} failed: {exc}") from exc
             else:
@@ -112,7 +111,7 @@ class MetadataClient:
                     return response
                 last_problem = f"HTTP {raw.status_code}"
                 after = retry.parse_retry_after(raw.headers.get("Retry-After"), now=self._wall_clock())
-                wait = after if after is not None else next(delays)
+                wait = settings.retry.delay(attempt, rand=self._rand, retry_after=after)
                 if self._clock() - start + wait > settings.total_budget:
                     raise errors.MetadataError(
                         f"{self.service} answered HTTP {raw.status_code} and asks to wait {wait:.1f}s,"
@@ -120,7 +119,7 @@ class MetadataClient:
             log.debug("%s attempt %d: %s", self.service, attempt, last_problem)
             budget = settings.total_budget if connected else settings.connect_budget
             left_after_wait = budget - (self._clock() - start) - wait
-            if attempt == settings.attempts or left_after_wait < _MIN_ATTEMPT:
+            if attempt == settings.retry.attempts or left_after_wait < _MIN_ATTEMPT:
                 break
             if wait > 0:
                 self._sleep(wait)

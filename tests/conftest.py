@@ -65,7 +65,7 @@ class FakeCredential:
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
-    """Undo ``cloudzones.logs.configure`` after CLI tests: its handler holds pytest's soon-closed stderr."""
+    """Undo ``cloudzones.services.logs.configure`` after CLI tests: its handler holds pytest's soon-closed stderr."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     quiet = {name: logging.getLogger(name).level for name in ("azure", "urllib3", "kubernetes")}

@@ -1,4 +1,4 @@
-"""Tests for cloudzones.annotator: the real client against the fake API server, one pod at a time and running."""
+"""Tests for cloudzones.services.annotator: the real client against the fake API server, one pod at a time and running."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-from cloudzones import annotator, errors, informer, kube, labels
+from cloudzones import errors, kube, labels
+from cloudzones.kube import informer
+from cloudzones.retry import RetryPolicy
+from cloudzones.services import annotator
 from cloudzones.testing import FakeKubeApi
 from tests.conftest import FakeClock
 
@@ -23,7 +26,7 @@ ALLOWED_REQUESTS = {("list", "pods"), ("watch", "pods"), ("get", "pods"), ("patc
 
 @pytest.fixture
 def client(api: FakeKubeApi) -> Iterator[kube.KubeClient]:
-    with kube.KubeClient.for_host(api.url, sleep=lambda _: None, retry=kube.RetryPolicy(attempts=2)) as c:
+    with kube.KubeClient.for_host(api.url, sleep=lambda _: None, retry=RetryPolicy(attempts=2)) as c:
         yield c
 
 
@@ -47,9 +50,12 @@ def _annotations(api: FakeKubeApi, name: str = "p", namespace: str = "apps") -> 
     return dict(api.get("pods", name, namespace=namespace)["metadata"].get("annotations") or {})
 
 
-def _annotator(client: kube.KubeClient, clock: FakeClock | None = None, **settings: Any) -> annotator.PodZoneAnnotator:
+def _annotator(client: kube.KubeClient, clock: FakeClock | None = None, *, retry_base: float = 5.0,
+               retry_max: float = 300.0, **settings: Any) -> annotator.PodZoneAnnotator:
+    # rand=1.0 draws the top of every jitter range, so retry times are exact.
+    settings["retry"] = RetryPolicy(base=retry_base, cap=retry_max)
     return annotator.PodZoneAnnotator(
-        client, label_selector=SELECTOR, settings=annotator.AnnotatorSettings(**settings),
+        client, label_selector=SELECTOR, settings=annotator.AnnotatorSettings(**settings), rand=lambda: 1.0,
         record_event=annotator.event_recorder(client, instance="test-host",
                                               now=lambda: datetime.datetime(2024, 5, 1, 12, tzinfo=datetime.timezone.utc)),
         informer_settings=informer.InformerSettings(resync_period=0, watch_timeout=30),

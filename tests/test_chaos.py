@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from cloudzones import controller, informer, kube, labels
+from cloudzones import kube, labels
+from cloudzones.kube import informer
+from cloudzones.retry import RetryPolicy
+from cloudzones.services import controller
 from cloudzones.testing.azure import FakeArm
 from cloudzones.testing.kubeapi import FakeKubeApi
 from providers.azure import AzureConfig, AzureProvider
@@ -72,7 +75,7 @@ class TestChaos:
                 extra = {labels.ZONE: "0", labels.REGION: "westus"} if index % 10 == 0 else {}
                 api.create("nodes", node(name, want[name][0], **extra))
             settings = controller.ControllerSettings(informer=informer.InformerSettings(
-                backoff_base=0.01, backoff_max=0.05, jitter=0.0, page_size=200))
+                backoff=RetryPolicy(base=0.01, cap=0.05), page_size=200))
             labeller = controller.NodeLabeler(client, provider, settings=settings, clock=clock)
             labeller.informer.start()
             assert labeller.informer.wait_for_sync(30)

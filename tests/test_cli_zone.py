@@ -24,7 +24,7 @@ class TestZoneCommand:
     def test_json_unzoned(self, capsys: pytest.CaptureFixture[str]) -> None:
         """JSON output says the fault domain is not an availability zone and adds the fault-domain label."""
         path = FIXTURES / "imds/azure/instance_full_no_zone_vmss_docs.json"
-        assert main(["zone", "--imds-document", str(path), "-o", "json", "--no-beta"]) == 0
+        assert main(["zone", "--imds-document", str(path), "-o", "json", "--no-beta-labels"]) == 0
         data = json.loads(capsys.readouterr().out)
         assert data["availabilityZone"] is False and data["zone"] == "36"
         assert data["labels"] == {"topology.kubernetes.io/region": "westus", "topology.kubernetes.io/zone": "36",
@@ -48,3 +48,41 @@ class TestZoneCommand:
         with pytest.raises(SystemExit) as info:
             main(["zone", "--node", "a", "--provider-id", "b"])
         assert info.value.code == 2
+
+
+class TestGlobalOptions:
+    """--log-level and --log-format work before and after the subcommand; help text is plain."""
+
+    @pytest.mark.parametrize("argv", [
+        ["--log-level", "debug", "--log-format", "json", "zone"],
+        ["zone", "--log-level", "DEBUG", "--log-format", "json"],
+        ["--log-level", "ERROR", "zone", "--log-level", "DEBUG", "--log-format", "json"],
+    ])
+    def test_either_place(self, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        """The value given last (after the command) wins; one given only before the command is kept."""
+        from cloudzones.services import logs
+        seen: dict[str, str] = {}
+        monkeypatch.setattr(logs, "configure", lambda *, level, fmt: seen.update(level=level, fmt=fmt))
+        path = FIXTURES / "imds/azure/compute_zone3_docs.json"
+        assert main([*argv, "--imds-document", str(path)]) == 0
+        assert seen == {"level": "DEBUG", "fmt": "json"}
+
+    def test_nested_command_takes_them(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """`plan outage --log-level INFO` parses (nested subcommands inherit the options)."""
+        from cloudzones.cli import build_parser
+        args = build_parser().parse_args(["plan", "outage", "--zone", "z", "-f", "x", "--log-level", "INFO"])
+        assert args.log_level == "INFO" and args.log_format == "text"
+
+    @pytest.mark.parametrize("command", ["zone", "volume-zone", "plan", "controller", "node-agent", "webhook", "lb",
+                                         "simulate"])
+    def test_help_has_no_rest_markup(self, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+        """No ``double backquotes`` in any command's --help."""
+        with pytest.raises(SystemExit) as info:
+            main([command, "--help"])
+        assert info.value.code == 0 and "``" not in capsys.readouterr().out
+
+    def test_old_flag_names_still_work(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """--no-beta (before --no-beta-labels) is still accepted, hidden from --help."""
+        path = FIXTURES / "imds/azure/compute_zone3_docs.json"
+        assert main(["zone", "--imds-document", str(path), "-o", "json", "--no-beta"]) == 0
+        assert "failure-domain.beta.kubernetes.io/zone" not in json.loads(capsys.readouterr().out)["labels"]

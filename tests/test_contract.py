@@ -13,8 +13,9 @@ import responses
 
 import cloudzones
 import providers
-from cloudzones import errors, labels, logs, placement
+from cloudzones import errors, labels, placement
 from cloudzones.cli import build_parser
+from cloudzones.services import logs
 from providers import aws, azure, gcp
 from storageclass import Provisioner, StorageClassSpec, choose_zones, select_zones, volume_topology
 from tests.conftest import FakeClock, FakeCredential

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from cloudzones import controller, kube, labels, leader
+from cloudzones import kube, labels
+from cloudzones.kube import leader
+from cloudzones.services import controller
 from cloudzones.testing.azure import FakeArm
 from cloudzones.testing.kubeapi import FakeKubeApi
 from providers.azure import AzureConfig, AzureProvider

@@ -22,11 +22,11 @@ CONTROLLER, NODE_AGENT, WEBHOOK = "cloudzones-controller", "cloudzones-node-agen
 
 # The modules whose Kubernetes calls each ServiceAccount makes (the annotator's only with --annotate-pods).
 SERVICE_ACCOUNT_MODULES: dict[str, tuple[str, ...]] = {
-    CONTROLLER: ("cloudzones/controller.py", "cloudzones/leader.py", "cloudzones/events.py"),
-    NODE_AGENT: ("cloudzones/nodeagent.py",),
+    CONTROLLER: ("cloudzones/services/controller.py", "cloudzones/kube/leader.py", "cloudzones/kube/events.py"),
+    NODE_AGENT: ("cloudzones/services/nodeagent.py",),
     WEBHOOK: (),
 }
-ANNOTATOR_MODULES = ("cloudzones/annotator.py",)
+ANNOTATOR_MODULES = ("cloudzones/services/annotator.py",)
 
 # Modules still being written: while such a file is missing, the calls listed here stand in for it.
 # Delete a module's entry when the file lands (the test then reads the real calls and says so).

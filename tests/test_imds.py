@@ -29,7 +29,7 @@ def imds_body(compute: str, network: str | None = "imds/azure/network_docs.json"
 
 def provider(clock: FakeClock, **settings: Any) -> AzureProvider:
     """An AzureProvider whose IMDS client runs on the fake clock."""
-    return AzureProvider(AzureConfig.from_mapping({}, environ={}), clock=clock, sleep=clock.sleep,
+    return AzureProvider(AzureConfig.from_mapping({}, environ={}), clock=clock, sleep=clock.sleep, rand=lambda: 1.0,
                          metadata_settings=metadata.MetadataSettings(**settings))
 
 

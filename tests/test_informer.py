@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from cloudzones import informer, kube, workqueue
+from cloudzones import kube
+from cloudzones.kube import informer, workqueue
+from cloudzones.retry import RetryPolicy
 from cloudzones.testing import FakeKubeApi
 
 Projected = dict[str, Any]
@@ -75,7 +77,7 @@ class Sleeper:
 
 @pytest.fixture
 def client(api: FakeKubeApi) -> Iterator[kube.KubeClient]:
-    with kube.KubeClient.for_host(api.url, sleep=lambda _: None, retry=kube.RetryPolicy(attempts=1)) as c:
+    with kube.KubeClient.for_host(api.url, sleep=lambda _: None, retry=RetryPolicy(attempts=1)) as c:
         yield c
 
 
@@ -232,7 +234,7 @@ class TestRecovery:
         sleeper.open()
         assert recorder.wait_count(2)
         assert recorder.calls == [("add", "a"), ("add", "b")] and inf.stats.lists == 1
-        assert sleeper.delays == [1.25]  # backoff_base 1 s, +25% from rand 0.5 * jitter 0.5
+        assert sleeper.delays == [0.5]  # ceiling 1 s, full jitter draws half with rand 0.5
 
     def test_expired_mid_stream(self, api: FakeKubeApi, make: Callable[..., informer.Informer[Projected]],
                                 recorder: Recorder) -> None:
@@ -256,25 +258,25 @@ class TestRecovery:
         inf = make(sleep=sleeper)
         inf.start()
         assert api.wait_for_requests(3, "list", "nodes") and api.wait_for_watches(1)
-        assert sleeper.delays == [1.25] and inf.stats.expired == 2
+        assert sleeper.delays == [0.5] and inf.stats.expired == 2
 
     def test_backoff_with_jitter(self, api: FakeKubeApi, make: Callable[..., informer.Informer[Projected]]) -> None:
-        """Failing lists back off exponentially with jitter, then the informer syncs."""
+        """Failing lists back off exponentially with full jitter, then the informer syncs."""
         api.fail_next("list", "nodes", status=500, count=3)
         sleeper = Sleeper()
-        inf = make(sleep=sleeper, settings=informer.InformerSettings(backoff_base=2, jitter=0.5))
+        inf = make(sleep=sleeper, settings=informer.InformerSettings(backoff=RetryPolicy(base=2)))
         inf.start()
         assert inf.wait_for_sync(5)
-        assert sleeper.delays == [2.5, 5.0, 10.0] and inf.stats.errors == 3
+        assert sleeper.delays == [1.0, 2.0, 4.0] and inf.stats.errors == 3
 
     def test_backoff_cap_and_retry_after(self, api: FakeKubeApi,
                                          make: Callable[..., informer.Informer[Projected]]) -> None:
-        """The computed backoff stops growing at backoff_max; a Retry-After is used as given."""
+        """The backoff ceiling stops growing at the cap; a Retry-After is waited out in full."""
         api.fail_next("list", "nodes", status=500, count=3)
         api.fail_next("list", "nodes", status=429, retry_after=7)
         sleeper = Sleeper()
-        inf = make(sleep=sleeper, rand=lambda: 0.0,
-                   settings=informer.InformerSettings(backoff_base=2, backoff_max=3))
+        inf = make(sleep=sleeper, rand=lambda: 1.0,
+                   settings=informer.InformerSettings(backoff=RetryPolicy(base=2, cap=3)))
         inf.start()
         assert inf.wait_for_sync(5)
         assert sleeper.delays == [2, 3, 3, 7]

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from cloudzones import errors, kube
+from cloudzones.retry import RetryPolicy
 from cloudzones.testing import FakeKubeApi
 
 
@@ -166,7 +167,7 @@ class TestRetries:
         api.create("nodes", {"metadata": {"name": "n"}})
         api.fail_next("get", "nodes", status=500, count=3)
         client.get(kube.NODES, "n")
-        assert sleeps == pytest.approx([0.55, 1.1, 2.2])  # base 0.5, doubling, +10% from rand=0.5 * jitter=0.2
+        assert sleeps == pytest.approx([0.25, 0.5, 1.0])  # ceilings 0.5, 1, 2; full jitter draws half with rand=0.5
 
     def test_gives_up(self, api: FakeKubeApi, client: kube.KubeClient, sleeps: list[float]) -> None:
         """After `attempts` tries the last error is raised."""
@@ -180,7 +181,7 @@ class TestRetries:
         api.create("nodes", {"metadata": {"name": "n"}})
         api.fail_next("get", "nodes", status=429, retry_after=3600)
         with kube.KubeClient.for_host(api.url, sleep=sleeps.append,
-                                      retry=kube.RetryPolicy(max_retry_after=10)) as c:
+                                      retry=RetryPolicy(max_retry_after=10)) as c:
             c.get(kube.NODES, "n")
         assert sleeps == [10]
 
@@ -213,17 +214,18 @@ class TestRetries:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         with kube.KubeClient.for_host(f"http://127.0.0.1:{port}", sleep=sleeps.append,
-                                      retry=kube.RetryPolicy(attempts=2)) as c, \
+                                      retry=RetryPolicy(attempts=2)) as c, \
                 pytest.raises(errors.KubeApiError, match="could not be reached") as info:
             c.get(kube.NODES, "n")
         assert info.value.status is None and len(sleeps) == 1
 
-    def test_delay_schedule(self) -> None:
-        """RetryPolicy.delay doubles up to max_delay and adds at most `jitter` of itself."""
-        policy = kube.RetryPolicy(base_delay=1, max_delay=5, jitter=0.5)
-        assert [policy.delay(n, retry_after=None, rand=lambda: 0.0) for n in range(1, 6)] == [1, 2, 4, 5, 5]
-        assert policy.delay(1, retry_after=None, rand=lambda: 1.0) == 1.5
-        assert policy.delay(3, retry_after=2.5, rand=lambda: 1.0) == 2.5
+    def test_retry_after_is_a_floor(self, api: FakeKubeApi, sleeps: list[float]) -> None:
+        """A Retry-After shorter than the drawn backoff does not shorten it."""
+        api.create("nodes", {"metadata": {"name": "n"}})
+        api.fail_next("get", "nodes", status=503, retry_after=1, count=4)
+        with kube.KubeClient.for_host(api.url, sleep=sleeps.append, rand=lambda: 1.0) as c:
+            c.get(kube.NODES, "n")
+        assert sleeps == [1, 1, 2, 4]
 
 
 class TestConstruction:

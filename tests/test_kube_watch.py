@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from cloudzones import errors, kube
+from cloudzones.retry import RetryPolicy
 from cloudzones.testing import FakeKubeApi
 
 
@@ -194,7 +195,7 @@ class TestWatchFailures:
     def test_server_stop_cuts_watches(self) -> None:
         """Stopping the server breaks open watches (the client sees a connection error)."""
         server = FakeKubeApi().start()
-        with kube.KubeClient.for_host(server.url, retry=kube.RetryPolicy(attempts=1)) as c:
+        with kube.KubeClient.for_host(server.url, retry=RetryPolicy(attempts=1)) as c:
             stream = c.watch(kube.NODES, resource_version="0", timeout_seconds=30)
             server.stop()
             with pytest.raises(errors.KubeApiError):

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cloudzones import errors, kube, leader
+from cloudzones import errors, kube
+from cloudzones.kube import leader
+from cloudzones.retry import RetryPolicy
 from cloudzones.testing import FakeKubeApi
 
 START = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -33,7 +35,7 @@ class Clock:
 
 @pytest.fixture
 def client(api: FakeKubeApi) -> Iterator[kube.KubeClient]:
-    with kube.KubeClient.for_host(api.url, sleep=lambda _: None, retry=kube.RetryPolicy(attempts=1)) as c:
+    with kube.KubeClient.for_host(api.url, sleep=lambda _: None, retry=RetryPolicy(attempts=1)) as c:
         yield c
 
 
@@ -239,7 +241,7 @@ class TestNeverTwoLeaders:
     def test_interleavings(self, schedule: list[tuple[str, float, str]]) -> None:
         """At every moment at most one elector considers itself leader; after a quiet lease_duration one takes over."""
         clock = Clock()
-        with FakeKubeApi() as api, kube.KubeClient.for_host(api.url, retry=kube.RetryPolicy(attempts=1)) as client:
+        with FakeKubeApi() as api, kube.KubeClient.for_host(api.url, retry=RetryPolicy(attempts=1)) as client:
             electors = {name: _elector(client, clock, name) for name in "ab"}
             for who, pause, action in schedule:
                 clock.advance(pause)

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from cloudzones import errors, health, kube, labels, nodeagent
+from cloudzones import errors, kube, labels
+from cloudzones.services import health, nodeagent
 from cloudzones.testing.azure import FakeImds
 from cloudzones.testing.kubeapi import FakeKubeApi
 from providers.azure import AzureConfig, AzureProvider
@@ -34,7 +35,7 @@ def agent_for(name: str, client: kube.KubeClient, imds: FakeImds) -> nodeagent.N
     clock = FakeClock()
     provider = AzureProvider(AzureConfig.from_mapping({}, environ={}), imds_url=imds.url_for(name), clock=clock,
                              sleep=clock.sleep)
-    return nodeagent.NodeAgent(client, provider, name)
+    return nodeagent.NodeAgent(client, provider, name, rand=lambda: 1.0)
 
 
 class TestNodeAgent:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cloudzones import errors, labels
-from cloudzones.webhook.review import MalformedReview, review
+from cloudzones.services.webhook.review import MalformedReview, review
 from tests.conftest import fixture_body
 
 ZONED = {labels.REGION: "westus2", labels.ZONE: "westus2-1", labels.BETA_REGION: "westus2", labels.BETA_ZONE: "westus2-1"}

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from cloudzones import labels
+from cloudzones.services.webhook import server as webhook_server
+from cloudzones.services.webhook.review import review
 from cloudzones.testing.tls import TlsFiles, make_tls_files
-from cloudzones.webhook import server as webhook_server
-from cloudzones.webhook.review import review
 from tests.conftest import FakeClock, fixture_text
 
 ZONED = {labels.REGION: "westus2", labels.ZONE: "westus2-1"}

@@ -10,6 +10,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from cloudzones import errors
 
@@ -28,13 +29,32 @@ _COMMAND_MODULES: tuple[str, ...] = (
 log = logging.getLogger("cloudzones.cli")
 
 
+def _add_log_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    # Accepted before and after the subcommand; after it they have no default, so they only
+    # override the global value when given there.
+    parser.add_argument("--log-level", type=str.upper, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        default="WARNING" if defaults else argparse.SUPPRESS,
+                        help="log verbosity on stderr (default WARNING)")
+    parser.add_argument("--log-format", choices=["text", "json"], default="text" if defaults else argparse.SUPPRESS,
+                        help="log line format (default text)")
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: it takes the global log options too (nested subcommands inherit the class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _add_log_options(self, defaults=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every subcommand registered."""
-    parser = argparse.ArgumentParser(prog="cloudzones", description=__doc__.splitlines()[0])
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="log verbosity on stderr (default WARNING)")
-    parser.add_argument("--log-format", default="text", choices=["text", "json"], help="log line format")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser = argparse.ArgumentParser(
+        prog="cloudzones", description="Zone-aware Kubernetes on Azure: node and volume zone labels, zoned disks, "
+                                       "replica placement. Global options may also follow the command.")
+    _add_log_options(parser, defaults=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                       parser_class=_CommandParser)
     for name in _COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
     return parser
@@ -44,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from cloudzones import logs
+    from cloudzones.services import logs
 
     logs.configure(level=args.log_level, fmt=args.log_format)
     try:

@@ -10,7 +10,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from cloudzones import health, kube
+from cloudzones import kube
+from cloudzones.services import health
 
 log = logging.getLogger("cloudzones.service")
 

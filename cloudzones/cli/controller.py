@@ -7,16 +7,18 @@ import logging
 import threading
 from typing import Any
 
-from cloudzones import annotator, controller, informer, leader
 from cloudzones.cli import _service
+from cloudzones.cli.output import summary
+from cloudzones.kube import informer, leader
+from cloudzones.services import annotator, controller
 
-log = logging.getLogger("cloudzones.controller")
+log = logging.getLogger("cloudzones.services.controller")
 
 
 def register(subparsers: Any) -> None:
     """Add the ``controller`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "controller", help="run the node labeller (Deployment mode)", description=__doc__.splitlines()[0])
+        "controller", help="run the node labeller (Deployment mode)", description=summary(__doc__))
     parser.add_argument("--cloud-config", metavar="PATH", default="/etc/kubernetes/azure.json",
                         help="cloud-provider-azure cloud config (default /etc/kubernetes/azure.json)")
     _service.add_kube_options(parser)

@@ -17,6 +17,7 @@ import yaml
 
 from cloudzones import errors
 from cloudzones.cli import output
+from cloudzones.cli.output import summary
 
 if TYPE_CHECKING:
     from providers.azure.config import AzureConfig
@@ -29,7 +30,7 @@ def register(subparsers: Any) -> None:
     """Add the ``lb`` subcommand and its ``plan`` action."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "lb", help="plan (and apply) a zone-redundant Standard load balancer and public IP",
-        description=__doc__.splitlines()[0].split(": ", 1)[1])
+        description=summary(__doc__))
     actions = parser.add_subparsers(dest="lb_command", metavar="ACTION", required=True)
     plan = actions.add_parser("plan", help="show pool membership and the resources to create or change",
                               description=__doc__.split("\n\n", 1)[1].strip().replace("``", ""))

@@ -8,8 +8,9 @@ import os
 import threading
 from typing import Any
 
-from cloudzones import nodeagent
 from cloudzones.cli import _service
+from cloudzones.cli.output import summary
+from cloudzones.services import nodeagent
 
 log = logging.getLogger("cloudzones.node-agent")
 
@@ -17,7 +18,7 @@ log = logging.getLogger("cloudzones.node-agent")
 def register(subparsers: Any) -> None:
     """Add the ``node-agent`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "node-agent", help="label this node from its own IMDS (DaemonSet mode)", description=__doc__.splitlines()[0])
+        "node-agent", help="label this node from its own IMDS (DaemonSet mode)", description=summary(__doc__))
     parser.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
                         help="this node's name (default: $NODE_NAME, set from spec.nodeName)")
     parser.add_argument("--provider", default="azure", choices=["azure", "aws", "gcp"], help="metadata service to read")

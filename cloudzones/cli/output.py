@@ -51,3 +51,11 @@ def emit(data: Any, fmt: str, *, text: str | None = None, stream: TextIO | None 
         out.write(yaml.safe_dump(data, sort_keys=True, default_flow_style=False))
     else:
         out.write(text if text is not None else json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def summary(doc: str | None) -> str:
+    """A module docstring's first line as ``--help`` text: no ``"``cloudzones x``: "`` prefix, no reST markup."""
+    line = (doc or "").strip().splitlines()[0] if (doc or "").strip() else ""
+    if line.startswith("``cloudzones") and "``: " in line:
+        line = line.split("``: ", 1)[1]
+    return line.replace("``", "")

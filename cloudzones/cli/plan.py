@@ -18,6 +18,7 @@ import yaml
 
 from cloudzones import errors
 from cloudzones.cli import output
+from cloudzones.cli.output import summary
 from cloudzones.workloads import coordinators, findings, locality, outage, replication, zoneinject
 
 _FINDING_COLUMNS = ["severity", "rule", "subject", "message"]
@@ -27,7 +28,7 @@ def register(subparsers: Any) -> None:
     """Add ``plan`` and its four subcommands."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "plan", help="check workload spread (Loki, FoundationDB, Longhorn) and zone-outage impact offline",
-        description=__doc__.splitlines()[0].split(": ", 1)[1])
+        description=summary(__doc__))
     commands = parser.add_subparsers(dest="plan_command", metavar="WHAT", required=True)
     specs: tuple[tuple[str, str, Callable[[argparse.Namespace], int]], ...] = (
         ("replication", "Loki zone-aware replication: validate a LokiStack against the nodes and place it",

@@ -7,13 +7,14 @@ import sys
 from typing import Any
 
 from cloudzones.cli import output
+from cloudzones.cli.output import summary
 
 
 def register(subparsers: Any) -> None:
     """Add the ``simulate`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "simulate", help="run every component against an emulated Azure and Kubernetes, then check invariants",
-        description=__doc__.splitlines()[0].split(": ", 1)[1])
+        description=summary(__doc__))
     parser.add_argument("scenario", nargs="?", help="scenario YAML (default: the bundled three-zone scenario)")
     output.add_output_option(parser)
     parser.set_defaults(handler=run)

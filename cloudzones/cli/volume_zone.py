@@ -18,6 +18,7 @@ import yaml
 import storageclass
 from cloudzones import errors
 from cloudzones.cli import output
+from cloudzones.cli.output import summary
 from storageclass import zonelabel
 
 log = logging.getLogger("cloudzones.cli.volume_zone")
@@ -30,7 +31,7 @@ def register(subparsers: Any) -> None:
     """Add the ``volume-zone`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "volume-zone", help="show the zone a claim's disk would get, and the rule that decided",
-        description=__doc__.splitlines()[0])
+        description=summary(__doc__))
     parser.add_argument("--storage-class", required=True, type=pathlib.Path, metavar="SC.yaml",
                         help="the StorageClass manifest")
     parser.add_argument("--pvc", required=True, type=pathlib.Path, metavar="PVC.yaml",
@@ -44,7 +45,10 @@ def register(subparsers: Any) -> None:
                         help="round-robin mode (default balanced; kubernetes = exactly kube's ChooseZonesForVolume)")
     parser.add_argument("--statefulset", metavar="NAME",
                         help="the claim's StatefulSet (default: the claim's StatefulSet owner reference)")
-    parser.add_argument("--replicas", type=int, default=1, help="zones the volume needs (default 1)")
+    parser.add_argument("--zones-needed", dest="zones_needed", type=int, default=1, metavar="N",
+                        help="zones the volume spans, for multi-zone disks (default 1)")
+    # The name before 0.2, which read like pod replicas.
+    parser.add_argument("--replicas", dest="zones_needed", type=int, help=argparse.SUPPRESS)
     output.add_output_option(parser)
     parser.set_defaults(handler=handler)
 
@@ -77,7 +81,7 @@ def handler(args: argparse.Namespace) -> int:
         selected_node = _find_node(nodes, selected_name, args.nodes) if selected_name else None
         choice = storageclass.explain_zones(
             spec, pvc_name=pvc_name, active_zones=[zonelabel.node_zone(node)[1] for node in nodes],
-            selected_node=selected_node, replicas=args.replicas, mode=args.mode, statefulset=statefulset)
+            selected_node=selected_node, replicas=args.zones_needed, mode=args.mode, statefulset=statefulset)
     except (errors.InvalidStorageClass, errors.NoZonedNodes) as exc:
         record.update(ok=False, rule=exc.rule, error=str(exc), zones=[])
         _emit(record, args.output)

@@ -9,15 +9,16 @@ import threading
 from typing import Any
 
 from cloudzones.cli import _service
-from cloudzones.webhook import review, server
+from cloudzones.cli.output import summary
+from cloudzones.services.webhook import review, server
 
-log = logging.getLogger("cloudzones.webhook")
+log = logging.getLogger("cloudzones.services.webhook")
 
 
 def register(subparsers: Any) -> None:
     """Add the ``webhook`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "webhook", help="serve the PersistentVolume label admission webhook", description=__doc__.splitlines()[0])
+        "webhook", help="serve the PersistentVolume label admission webhook", description=summary(__doc__))
     parser.add_argument("--cloud-config", metavar="PATH", default="/etc/kubernetes/azure.json")
     parser.add_argument("--tls-cert-file", required=True, metavar="PATH",
                         help="serving certificate (reloaded when it changes)")

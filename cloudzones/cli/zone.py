@@ -8,6 +8,7 @@ from typing import Any
 
 from cloudzones import errors
 from cloudzones.cli import output
+from cloudzones.cli.output import summary
 from cloudzones.topology import Topology
 
 
@@ -15,7 +16,7 @@ def register(subparsers: Any) -> None:
     """Add the ``zone`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "zone", help="show a node's region, zone and the labels cloudzones would apply",
-        description=__doc__.splitlines()[0].split(": ", 1)[1])
+        description=summary(__doc__))
     parser.add_argument("--provider", default="auto", choices=["auto", "azure", "aws", "gcp"],
                         help="cloud to ask (default: whichever metadata service answers)")
     parser.add_argument("--cloud-config", metavar="PATH", help="Azure cloud config (azure.json) for ARM lookups")
@@ -24,7 +25,10 @@ def register(subparsers: Any) -> None:
     target.add_argument("--provider-id", metavar="ID", help="look up this node by spec.providerID")
     target.add_argument("--imds-document", metavar="FILE",
                         help="read a saved Azure /metadata/instance JSON document instead of asking IMDS")
-    parser.add_argument("--no-beta", action="store_true", help="leave out the beta failure-domain labels")
+    parser.add_argument("--no-beta-labels", dest="no_beta", action="store_true",
+                        help="leave out the beta failure-domain labels")
+    # The name before 0.2; the service commands always said --no-beta-labels.
+    parser.add_argument("--no-beta", dest="no_beta", action="store_true", help=argparse.SUPPRESS)
     output.add_output_option(parser)
     parser.set_defaults(handler=run)
 

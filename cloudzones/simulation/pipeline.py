@@ -16,9 +16,11 @@ from typing import Any
 import jsonpatch
 import requests
 
-from cloudzones import annotator, controller, errors, is_availability_zone, labels, leader, nodeagent, placement
+from cloudzones import errors, is_availability_zone, labels, placement
+from cloudzones.kube import leader
+from cloudzones.services import annotator, controller, nodeagent
+from cloudzones.services.webhook import review, server
 from cloudzones.simulation.world import World
-from cloudzones.webhook import review, server
 from storageclass import Provisioner
 
 Progress = Callable[[str], None]

@@ -1,44 +1,15 @@
-"""Validation findings shared by every workload plan: an error, warning or note, the rule it comes from, and why."""
+"""Findings helpers shared by every workload plan (the `Finding` itself lives in the core, `cloudzones.findings`)."""
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cloudzones import errors
+from cloudzones.findings import Finding, Severity, error, errors_in
 
-
-class Severity(str, enum.Enum):
-    """How bad a finding is; only errors make a plan fail (exit 1)."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-    """One result of validating a workload plan."""
-
-    severity: Severity
-    rule: str
-    """Short stable name of the rule (``factor-exceeds-zones``), for tests and for grepping."""
-    message: str
-    """Plain words, with the offending values."""
-    subject: str = ""
-    """What the finding is about (a component, process, volume, node), ``""`` for the whole plan."""
-
-    def as_dict(self) -> dict[str, str]:
-        """JSON-ready form."""
-        return {"severity": self.severity.value, "rule": self.rule, "subject": self.subject,
-                "message": self.message}
-
-
-def error(rule: str, message: str, subject: str = "") -> Finding:
-    """An error finding."""
-    return Finding(Severity.ERROR, rule, message, subject)
+__all__ = ["Finding", "Severity", "as_dicts", "error", "errors_in", "has_errors", "info", "invalid", "json_dict",
+           "jsonable", "raise_for_errors", "warning"]
 
 
 def warning(rule: str, message: str, subject: str = "") -> Finding:
@@ -49,11 +20,6 @@ def warning(rule: str, message: str, subject: str = "") -> Finding:
 def info(rule: str, message: str, subject: str = "") -> Finding:
     """An informational finding."""
     return Finding(Severity.INFO, rule, message, subject)
-
-
-def errors_in(items: Iterable[Finding]) -> list[Finding]:
-    """The error findings among ``items``, in order."""
-    return [f for f in items if f.severity is Severity.ERROR]
 
 
 def raise_for_errors(items: Sequence[Finding], what: str) -> None:

@@ -8,6 +8,7 @@ refreshes once. The `ThrottleGate` turns a 429 into fast failures until ``Retry-
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -64,7 +65,8 @@ class AzureProvider:
                  arm_settings: arm.ArmSettings | None = None,
                  metadata_settings: metadata.MetadataSettings | None = None,
                  transport: Any = None, connection_verify: Any = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 rand: Callable[[], float] = random.random) -> None:
         self.config = config
         self._credential = credential
         self._imds_url = imds_url
@@ -74,7 +76,7 @@ class AzureProvider:
         self._transport, self._verify = transport, connection_verify
         self._clock, self._sleep = clock, sleep
         self._metadata = metadata.MetadataClient(service="Azure IMDS", settings=metadata_settings,
-                                                 clock=clock, sleep=sleep)
+                                                 clock=clock, sleep=sleep, rand=rand)
         self.gate = ThrottleGate(clock=clock, default_wait=self._arm_settings.default_throttle)
         self._apis: dict[tuple[Callable[..., Any], str], Any] = {}
         self._apis_lock = threading.Lock()

@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from cloudzones.webhook import review as reviews
+from cloudzones.services.webhook import review as reviews
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,16 @@ import dataclasses
 import datetime
 import enum
 import logging
+import random
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cloudzones import errors, informer, kube, labels, podzones, workqueue
-from cloudzones.retrylater import RetryLater
+from cloudzones import errors, kube, labels, podzones
+from cloudzones.kube import informer, workqueue
+from cloudzones.retry import RetryLater, RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -90,10 +92,8 @@ class AnnotatorSettings:
     """Watch pods of this namespace only (None: every namespace)."""
     workers: int = 2
     """Worker threads."""
-    retry_base: float = 5.0
-    """Seconds before the first retry of a pod that waits for its node or failed; doubled each time."""
-    retry_max: float = 300.0
-    """The longest wait between retries."""
+    retry: RetryPolicy = RetryPolicy(base=5.0, cap=300.0)
+    """When a pod that waits for its node, or failed, is looked at again."""
 
 
 def node_labels_from_api(client: kube.KubeClient) -> NodeLabels:
@@ -147,7 +147,7 @@ class PodZoneAnnotator:
     def __init__(self, client: kube.KubeClient, *, label_selector: str, node_labels: NodeLabels | None = None,
                  settings: AnnotatorSettings | None = None, record_event: EventRecorder | None = None,
                  informer_settings: informer.InformerSettings | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, rand: Callable[[], float] = random.random) -> None:
         if not label_selector.strip():
             raise errors.ConfigError("the pod zone annotator needs a non-empty label selector (an empty one "
                                      "would annotate every pod), e.g. 'cloudzones.io/zone-injection=enabled'")
@@ -163,7 +163,7 @@ class PodZoneAnnotator:
         self._clock = clock
         self.stats = AnnotatorStats()
         self._lock = threading.Lock()
-        self._retries = RetryLater(clock=clock, base=self.settings.retry_base, cap=self.settings.retry_max)
+        self._retries = RetryLater(self.settings.retry, clock=clock, rand=rand)
         self._waiting: dict[str, str] = {}  # key -> node it waits for
         self._reported: dict[str, tuple[Any, ...]] = {}  # key -> what was last reported (Event or log)
         self._wake = threading.Condition(self._lock)

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
-from cloudzones import errors, events, kube, nodelabels
+from cloudzones import errors, kube, nodelabels
+from cloudzones.kube import events
+from cloudzones.retry import RetryPolicy
 from cloudzones.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -25,9 +29,8 @@ class AgentSettings:
 
     interval: float = 300.0
     """Seconds between re-checks once the node is labelled."""
-    retry_base: float = 2.0
-    """First delay after a failure, doubled per failure up to ``retry_max``."""
-    retry_max: float = 120.0
+    retry: RetryPolicy = RetryPolicy(base=2.0, cap=120.0)
+    """Waits after failures in a row (a ``Retry-After`` is their floor)."""
     beta_labels: bool = True
 
 
@@ -35,10 +38,12 @@ class NodeAgent:
     """Label ``node_name`` from ``provider.local_topology()``."""
 
     def __init__(self, client: kube.KubeClient, provider: Any, node_name: str, *,
-                 settings: AgentSettings | None = None, registry: CollectorRegistry | None = None) -> None:
+                 settings: AgentSettings | None = None, registry: CollectorRegistry | None = None,
+                 rand: Callable[[], float] = random.random) -> None:
         if not node_name:
             raise errors.ConfigError("the node agent needs its node's name (set NODE_NAME from spec.nodeName)")
         self.client, self.provider, self.node_name = client, provider, node_name
+        self._rand = rand
         self.settings = settings or AgentSettings()
         self.stop_event = threading.Event()
         self.registry = registry or CollectorRegistry()
@@ -75,8 +80,8 @@ class NodeAgent:
             except errors.CloudZonesError as exc:
                 failures += 1
                 self.failures.labels(type(exc).__name__).inc()
-                wait = min(self.settings.retry_max, self.settings.retry_base * 2 ** (failures - 1))
-                wait = max(wait, getattr(exc, "retry_after", None) or 0.0)
+                wait = self.settings.retry.delay(failures, rand=self._rand,
+                                                 retry_after=getattr(exc, "retry_after", None))
                 log.warning("cannot label node %s: %s; retrying in %.0fs", self.node_name, exc, wait)
                 if failures == 1 and not isinstance(exc, errors.KubeApiError):
                     events.emit(self.client, {"metadata": {"name": self.node_name}}, reason="ZoneUnresolved",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -17,8 +18,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from cloudzones import errors, events, informer, kube, nodelabels, workqueue
-from cloudzones.retrylater import RetryLater
+from cloudzones import errors, kube, nodelabels
+from cloudzones.kube import events, informer, workqueue
+from cloudzones.retry import RetryLater, RetryPolicy
 from cloudzones.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -36,10 +38,8 @@ class ControllerSettings:
     """Also write the deprecated ``failure-domain.beta.kubernetes.io/*`` labels."""
     workers: int = 4
     """Concurrent reconciles (ARM lookups are cached, so most reconciles are cheap)."""
-    retry_base: float = 1.0
-    """First retry delay after a failure, doubled per consecutive failure."""
-    retry_max: float = 300.0
-    """Longest retry delay."""
+    retry: RetryPolicy = RetryPolicy(base=1.0, cap=300.0)
+    """When a node that failed is reconciled again (a ``Retry-After`` from ARM or the API server is the floor)."""
     conflict_retries: int = 3
     """Fresh reads and re-patches after a 409 before giving the node back to the retry queue."""
     informer: informer.InformerSettings = dataclasses.field(default_factory=informer.InformerSettings)
@@ -63,11 +63,12 @@ class NodeLabeler:
 
     def __init__(self, client: kube.KubeClient, provider: Any, *, settings: ControllerSettings | None = None,
                  registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.monotonic,
+                 rand: Callable[[], float] = random.random,
                  on_node_change: Callable[[str], object] | None = None) -> None:
         self.client, self.provider = client, provider
         self.settings = settings or ControllerSettings()
         self.queue = workqueue.KeyQueue()
-        self.retries = RetryLater(clock=clock, base=self.settings.retry_base, cap=self.settings.retry_max)
+        self.retries = RetryLater(self.settings.retry, clock=clock, rand=rand)
         self.stop_event = threading.Event()
         self.active = threading.Event()
         """Set while this replica may act (always, without leader election)."""
@@ -140,7 +141,7 @@ class NodeLabeler:
     def _failed(self, view: nodelabels.NodeView, reason: str, exc: Exception, *, retry_after: float | None = None,
                 event: bool = True) -> str:
         self.metrics.resolve_errors.labels(reason).inc()
-        delay = self.retries.schedule(view.name, at_least=retry_after)
+        delay = self.retries.schedule(view.name, retry_after=retry_after)
         message = f"cannot resolve the zone of node {view.name}: {exc}"
         log.warning("%s; retrying in %.0fs", message, delay)
         # One Event per distinct failure, not one per retry.

@@ -27,12 +27,13 @@ import kubernetes.client
 import kubernetes.config
 import urllib3
 
-from cloudzones import errors, retry
-from cloudzones._kubestream import WatchEvent, WatchStream, error_from_status
+from cloudzones import errors
+from cloudzones import retry as retry_
+from cloudzones.kube.watch import WatchEvent, WatchStream, error_from_status
 
 __all__ = [
     "EVENTS", "LEASES", "NODES", "PERSISTENT_VOLUMES", "PERSISTENT_VOLUME_CLAIMS", "PODS", "RESOURCES",
-    "STORAGE_CLASSES", "KubeClient", "Resource", "RetryPolicy", "WatchEvent", "WatchStream",
+    "STORAGE_CLASSES", "KubeClient", "Resource", "WatchEvent", "WatchStream",
 ]
 
 logger = logging.getLogger(__name__)
@@ -74,27 +75,8 @@ RESOURCES = {r.plural: r for r in (NODES, PERSISTENT_VOLUMES, PERSISTENT_VOLUME_
 """Every resource the adapter knows, by plural name."""
 
 
-@dataclasses.dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how patiently to repeat a call that failed in a way worth repeating."""
-
-    attempts: int = 5
-    """Tries in all, the first included (1 disables retries)."""
-    base_delay: float = 0.5
-    """The first delay, in seconds, doubled after each failure."""
-    max_delay: float = 30.0
-    """No computed delay exceeds this."""
-    jitter: float = 0.2
-    """Each computed delay grows by up to this fraction, at random, so that clients do not march in step."""
-    max_retry_after: float = 60.0
-    """A ``Retry-After`` longer than this is cut to it."""
-
-    def delay(self, failures: int, *, retry_after: float | None, rand: Callable[[], float]) -> float:
-        """Seconds to wait after the ``failures``-th failure in a row."""
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), self.max_retry_after)
-        base = min(self.base_delay * 2.0 ** (failures - 1), self.max_delay)
-        return base * (1 + self.jitter * rand())
+DEFAULT_RETRY = retry_.RetryPolicy(base=0.5, cap=30.0, attempts=5, max_retry_after=60.0)
+"""The client's retries: five tries, the last within ~15 s; a ``Retry-After`` over a minute is cut to one."""
 
 
 def translate(exc: BaseException, what: str) -> errors.KubeApiError:
@@ -107,7 +89,7 @@ def translate(exc: BaseException, what: str) -> errors.KubeApiError:
         except ValueError:
             pass
         headers = exc.headers or {}
-        retry_after = retry.parse_retry_after(headers.get("Retry-After"), now=time.time())
+        retry_after = retry_.parse_retry_after(headers.get("Retry-After"), now=time.time())
         if retry_after is None:
             retry_after = (status_body.get("details") or {}).get("retryAfterSeconds")
         status_body.setdefault("code", exc.status)
@@ -147,11 +129,11 @@ class KubeClient:
     ``sleep`` and ``rand`` are injectable so that retries cost tests no time.
     """
 
-    def __init__(self, api_client: Any, *, retry: RetryPolicy | None = None,
+    def __init__(self, api_client: Any, *, retry: retry_.RetryPolicy | None = None,
                  sleep: Callable[[float], object] = time.sleep, rand: Callable[[], float] = random.random,
                  request_timeout: float = 30.0) -> None:
         self.api_client = api_client
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or DEFAULT_RETRY
         self._sleep = sleep
         self._rand = rand
         self._request_timeout = request_timeout
@@ -203,7 +185,7 @@ class KubeClient:
 
     @classmethod
     def _from_configuration(cls, config: Any, **options: Any) -> KubeClient:
-        config.retries = False  # urllib3 must not retry behind our back: RetryPolicy decides
+        config.retries = False  # urllib3 must not retry behind our back: our RetryPolicy decides
         return cls(kubernetes.client.ApiClient(config), **options)
 
     def close(self) -> None:
@@ -369,7 +351,7 @@ class KubeClient:
             worth_it = error.status == 429 or (retry_errors and (error.status is None or error.status >= 500))
             if not worth_it or attempt >= self.retry.attempts:
                 raise error from cause
-            delay = self.retry.delay(attempt, retry_after=error.retry_after, rand=self._rand)
+            delay = self.retry.delay(attempt, rand=self._rand, retry_after=error.retry_after)
             logger.warning("%s; retrying in %.1f s (attempt %d of %d)", error, delay, attempt + 1,
                            self.retry.attempts)
             self._sleep(delay)

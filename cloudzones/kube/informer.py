@@ -1,8 +1,8 @@
 """A list+watch informer: a local cache of one resource, kept current, that tells you what changed.
 
 It lists, then watches from the list's resourceVersion with bookmarks; a 410 Gone (at the start
-or mid-stream) makes it list again and deliver the difference; other errors back off
-exponentially with jitter and resume the watch from the last version seen. Every
+or mid-stream) makes it list again and deliver the difference; other errors back off under
+`cloudzones.retry.RetryPolicy` (exponential, full jitter) and resume the watch from the last version seen. Every
 ``resync_period`` it re-delivers each cached object as an update so that a controller
 reconciles again even when nothing changed. Callers pass a projection so that the cache keeps
 only what they need (5,000 AKS-sized nodes as name + labels + providerID hold about 8 MB against
@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar, cast
 
-from cloudzones import errors, kube, workqueue
+from cloudzones import errors, kube, retry
+from cloudzones.kube import workqueue
 
 logger = logging.getLogger(__name__)
 
@@ -47,12 +48,8 @@ class InformerSettings:
     """Seconds between re-deliveries of every cached object as an update; 0 turns resync off."""
     watch_timeout: int = 300
     """The ``timeoutSeconds`` of each watch request (shortened to the resync period when that is shorter)."""
-    backoff_base: float = 1.0
-    """Seconds to wait after the first error in a row, doubled for each further one."""
-    backoff_max: float = 60.0
-    """The longest computed wait."""
-    jitter: float = 0.5
-    """Each wait grows by up to this fraction, at random."""
+    backoff: retry.RetryPolicy = retry.RetryPolicy(base=1.0, cap=60.0)
+    """Waits after errors in a row (a ``Retry-After`` from the server is their floor)."""
     page_size: int | None = 500
     """List in pages of this many objects (None: one request)."""
 
@@ -203,11 +200,7 @@ class Informer(Generic[T]):
         return self.resource.plural if isinstance(self.resource, kube.Resource) else self.resource
 
     def _backoff(self, failures: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return retry_after
-        settings = self.settings
-        return min(settings.backoff_base * 2.0 ** (failures - 1), settings.backoff_max) * (
-            1 + settings.jitter * self._rand())
+        return self.settings.backoff.delay(failures, rand=self._rand, retry_after=retry_after)
 
     def _wait(self, seconds: float) -> None:
         if self._sleep is not None:
