@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pathlib
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.core.credentials import AccessToken, AccessTokenInfo
 
 from cloudzones.testing.kubeapi import FakeKubeApi
+
+if TYPE_CHECKING:
+    from cloudzones.testing.controlplane import ControlPlane
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -87,3 +91,37 @@ def api() -> Iterator[FakeKubeApi]:
 def clock() -> FakeClock:
     """A fresh fake clock."""
     return FakeClock()
+
+
+def _control_plane_or_skip() -> pathlib.Path:
+    """The binaries' folder; without one the test is skipped, or fails when CI requires the control plane."""
+    from cloudzones.testing import controlplane
+
+    found = controlplane.find_binaries()
+    if found is None:
+        message = ("no control-plane binaries: run 'scripts/control-plane build' or set CLOUDZONES_CONTROL_PLANE")
+        if os.environ.get("CLOUDZONES_REQUIRE_CONTROL_PLANE") == "1":
+            pytest.fail(f"CLOUDZONES_REQUIRE_CONTROL_PLANE=1 but {message}", pytrace=False)
+        pytest.skip(message)
+    return found
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """One real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) for the whole run.
+
+    Tests share it, so each works in namespaces and on objects of its own and removes cluster-scoped
+    objects (nodes, PVs, webhook configurations) it created.
+    """
+    _control_plane_or_skip()
+    from cloudzones.testing.controlplane import ControlPlane as _ControlPlane
+
+    with _ControlPlane(scheduler=True, controller_manager=True) as plane:
+        yield plane
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that use the control_plane fixture carry the ``controlplane`` marker (``-m 'not controlplane'``)."""
+    for item in items:
+        if "control_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.controlplane)

@@ -1,4 +1,8 @@
-"""Test doubles for cloudzones and for provisioner authors: a fake Kubernetes API server.
+"""Test doubles for cloudzones and for provisioner authors: a fake Kubernetes API server, and a real one.
+
+`ControlPlane` (in `cloudzones.testing.controlplane`, loaded on first use) runs a real etcd,
+kube-apiserver, kube-scheduler and kube-controller-manager on loopback; `FakeKubeApi` is the fast
+in-memory stand-in, held to the same contract tests.
 
 `FakeKubeApi` is an in-memory Kubernetes API over HTTP on 127.0.0.1, served from a background
 thread, that the real (synchronous, urllib3-based) ``kubernetes`` client talks to unchanged.
@@ -18,4 +22,13 @@ from cloudzones.testing._kube_faults import Fault, RequestRecord
 from cloudzones.testing._kube_status import RESOURCES, ApiStatusError, ResourceType
 from cloudzones.testing.kubeapi import FakeKubeApi
 
-__all__ = ["RESOURCES", "ApiStatusError", "FakeKubeApi", "Fault", "RequestRecord", "ResourceType"]
+__all__ = ["RESOURCES", "ApiStatusError", "ControlPlane", "FakeKubeApi", "Fault", "RequestRecord", "ResourceType"]
+
+
+def __getattr__(name: str) -> object:
+    # ControlPlane pulls in the kubernetes client (~0.4 s); only those who use it pay for it.
+    if name == "ControlPlane":
+        from cloudzones.testing.controlplane import ControlPlane
+
+        return ControlPlane
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
