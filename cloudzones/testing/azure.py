@@ -101,6 +101,8 @@ class FakeImds:
         """Answer one request the way IMDS does (``Metadata: true`` required, ``api-version`` required)."""
         url = urllib.parse.urlsplit(path)
         query = urllib.parse.parse_qs(url.query)
+        if url.path == "/metadata/identity/oauth2/token":
+            return self._token(headers, query)
         match = re.fullmatch(r"/node/(?P<name>[^/]+)/metadata/instance", url.path)
         name = urllib.parse.unquote(match["name"]) if match else ""
         self.calls[name] += 1
@@ -116,6 +118,24 @@ class FakeImds:
         if name not in self.documents:
             return _reply(404, {"error": "Not found"})
         return _reply(200, self.documents[name])
+
+    def _token(self, headers: Mapping[str, str], query: Mapping[str, list[str]]) -> Reply:
+        """The managed-identity token endpoint: a fake ARM token for any ``resource`` (no header: 400, as IMDS)."""
+        self.calls["identity"] += 1
+        if {k.lower(): v for k, v in headers.items()}.get("metadata", "").lower() != "true":
+            return _reply(400, {"error": "invalid_request",
+                                "error_description": "Required metadata header not specified"})
+        resource = (query.get("resource") or [""])[0]
+        expires = int(time.time()) + 3600
+        return _reply(200, {"access_token": "fake-managed-identity-token", "expires_in": "3600",
+                            "expires_on": str(expires), "not_before": str(expires - 3600),
+                            "resource": resource, "token_type": "Bearer"})
+
+    @property
+    def identity_host(self) -> str:
+        """The value for ``AZURE_POD_IDENTITY_AUTHORITY_HOST``: azure-identity's managed identity then asks us."""
+        assert self._server is not None, "start() the FakeImds first"
+        return self._server.url
 
     def start(self) -> FakeImds:
         """Serve over HTTP on loopback (IMDS is plain HTTP)."""
