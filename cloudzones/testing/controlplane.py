@@ -31,7 +31,8 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any
 
 import yaml
@@ -162,12 +163,17 @@ class ControlPlane:
             self._spawn("kube-scheduler", [f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
                                            "--secure-port=0", "--v=1"])
         if self.controller_manager:
-            # nodelifecycle would taint and evict nodes that have no kubelet; the rest need a cloud or kubelets.
+            # The node lifecycle controller would taint and evict nodes that have no kubelet; IPAM needs a pod CIDR.
             self._spawn("kube-controller-manager", [
                 f"--kubeconfig={self.kubeconfig}", "--leader-elect=false", "--secure-port=0",
-                "--controllers=*,-nodelifecycle,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,"
-                "-node-route-controller",
+                "--controllers=*,-node-lifecycle-controller,-node-ipam-controller",
                 f"--service-account-private-key-file={sa_key}", f"--root-ca-file={pki.ca_file}", "--v=1"])
+            # Ready once its service-account controller has given the default namespace its account.
+            if self.watch_until("/api/v1/namespaces/default/serviceaccounts",
+                                lambda sa: sa["metadata"]["name"] == "default") is None:
+                raise ControlPlaneError("kube-controller-manager did not start: "
+                                        + " | ".join(self.log_of("kube-controller-manager").splitlines()[-3:]))
+        self._check_alive()
         self.startup_seconds = time.monotonic() - started
         return self
 
@@ -222,7 +228,11 @@ class ControlPlane:
             status.setdefault("allocatable", status["capacity"])
             status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                               "message": "cloudzones.testing: no kubelet, Ready by fiat"}])
-            created.append(self.client.patch(kube.NODES, name, {"status": status}, subresource="status"))
+            self.client.patch(kube.NODES, name, {"status": status}, subresource="status")
+            # The API server's TaintNodesByCondition admission adds not-ready:NoSchedule to every new node;
+            # the node lifecycle controller (off here) would lift it once Ready. Keep only the caller's taints.
+            taints = list((body.get("spec") or {}).get("taints") or [])
+            created.append(self.client.patch(kube.NODES, name, {"spec": {"taints": taints or None}}))
         return created
 
     def ensure_namespace(self, name: str) -> None:
@@ -253,6 +263,25 @@ class ControlPlane:
                                     f"{method} {path}")
         return decoded if isinstance(decoded, dict) else {"items": decoded}
 
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """TLS settings for raw admin requests: trusts the serving certificate, presents the admin one."""
+        assert self._ssl is not None, "start the control plane first"
+        return self._ssl
+
+    def watch_until(self, path: str, predicate: Callable[[dict[str, Any]], bool], *,
+                    timeout: int = 30) -> dict[str, Any] | None:
+        """Watch a collection ``path`` (``/api/v1/namespaces/x/serviceaccounts``) until an event's object
+        satisfies ``predicate``; returns that object, or None after ``timeout`` seconds."""
+        url = f"{self.url}{path}?watch=true&timeoutSeconds={timeout}"
+        with urllib.request.urlopen(urllib.request.Request(url), context=self.ssl_context,  # noqa: S310
+                                    timeout=timeout + 5) as stream:
+            for line in stream:
+                event = json.loads(line)
+                if event.get("type") != "ERROR" and predicate(event["object"]):
+                    return dict(event["object"])
+        return None
+
     def log_of(self, component: str) -> str:
         """What a component has written to its log so far."""
         assert self.folder is not None
@@ -279,13 +308,16 @@ class ControlPlane:
                                    stdin=subprocess.DEVNULL, cwd=self.folder, preexec_fn=_die_with_parent)  # noqa: PLW1509
         self._processes.append((name, process, log))
 
+    def _check_alive(self) -> None:
+        for name, process, _log in self._processes:
+            if process.poll() is not None:
+                tail = self.log_of(name).strip().splitlines()[-5:]
+                raise ControlPlaneError(f"{name} exited with {process.returncode}: " + " | ".join(tail))
+
     def _wait_ready(self, started: float) -> None:
         last = "no answer yet"
         while time.monotonic() - started < self.startup_timeout:
-            for name, process, _log in self._processes:
-                if process.poll() is not None:
-                    tail = self.log_of(name).strip().splitlines()[-5:]
-                    raise ControlPlaneError(f"{name} exited with {process.returncode}: " + " | ".join(tail))
+            self._check_alive()
             try:
                 self.request("GET", "/readyz", content_type="text/plain")
                 return
