@@ -103,9 +103,9 @@ class TestLbPlanOffline:
         assert [m["node"] for m in data["members"]] == ["a"] and data["excluded"][0]["node"] == "b"
 
     @pytest.mark.parametrize(("content", "message"), [
-        ("kind: Pod\nmetadata: {name: p}\n", "holds a Pod, not a Node"),
+        ("kind: Pod\nmetadata: {name: p}\n", "document 1: expected a Node, got a Pod"),
         ("", "holds no Node manifests"),
-        ("items: [\n", "is not YAML or JSON"),
+        ("items: [\n", "not valid YAML or JSON: did not find expected node content (line 2, column 1)"),
     ])
     def test_bad_nodes_file(self, tmp_path: pathlib.Path, content: str, message: str,
                             capsys: pytest.CaptureFixture[str]) -> None:

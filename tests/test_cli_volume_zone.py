@@ -134,7 +134,7 @@ class TestVolumeZone:
         code, _, err = run(capsys, "--storage-class", broken, "--pvc", "pvc-statefulset.yaml")
         assert code == 1 and "not valid YAML" in err
         code, _, err = run(capsys, "--storage-class", "pvc-statefulset.yaml", "--pvc", "pvc-statefulset.yaml")
-        assert code == 1 and "PersistentVolumeClaim, not a StorageClass" in err
+        assert code == 1 and "document 1: expected a StorageClass, got a PersistentVolumeClaim" in err
         pods = tmp_path / "pods.yaml"
         pods.write_text(yaml.safe_dump({"kind": "List", "items": [{"kind": "Pod"}]}))
         code, _, err = run(capsys, "--storage-class", "sc-zoned.yaml", "--pvc", "pvc-statefulset.yaml",

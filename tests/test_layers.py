@@ -17,18 +17,19 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("cloudzones", "providers", "storageclass")
 CORE = ("cloudzones", "cloudzones.topology", "cloudzones.labels", "cloudzones.errors", "cloudzones.findings",
-        "cloudzones.retry", "cloudzones.cache", "cloudzones.nodelabels", "cloudzones.podzones",
+        "cloudzones.retry", "cloudzones.cache", "cloudzones.nodelabels", "cloudzones.podzones", "cloudzones.shapes",
         "cloudzones.placement", "cloudzones.workloads")
 """The pure core: modules, and packages with everything below them."""
 
 # What each layer may import besides the standard library: (layer prefixes, allowed prefixes).
 RULES: dict[str, tuple[str, ...]] = {
     "core": CORE,
+    "documents": (*CORE, "yaml"),
     "kube": (*CORE, "cloudzones.kube", "kubernetes", "urllib3"),
-    "providers": (*CORE, "providers", "azure", "requests", "msal", "yaml", "urllib3"),
+    "providers": (*CORE, "cloudzones.documents", "providers", "azure", "requests", "msal", "yaml", "urllib3"),
     "storageclass": (*CORE, "storageclass"),
-    "services": (*CORE, "cloudzones.kube", "cloudzones.services", "providers", "storageclass", "prometheus_client",
-                 "cryptography", "requests"),
+    "services": (*CORE, "cloudzones.documents", "cloudzones.kube", "cloudzones.services", "providers",
+                 "storageclass", "prometheus_client", "cryptography", "requests"),
 }
 
 
@@ -36,7 +37,7 @@ def layer_of(module: str) -> str | None:
     """The layer a module of ours belongs to (None: the CLI, simulation and testing tools, free to wire anything)."""
     if _under(module, CORE):
         return "core"
-    for layer, prefix in (("kube", "cloudzones.kube"), ("services", "cloudzones.services"),
+    for layer, prefix in (("documents", "cloudzones.documents"), ("kube", "cloudzones.kube"), ("services", "cloudzones.services"),
                           ("providers", "providers"), ("storageclass", "storageclass")):
         if _under(module, (prefix,)):
             return layer

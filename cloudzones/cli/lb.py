@@ -13,9 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from cloudzones import errors
+from cloudzones import documents, errors
 from cloudzones.cli import output
 from cloudzones.cli.output import summary
 
@@ -49,28 +47,7 @@ def register(subparsers: Any) -> None:
 
 def load_nodes(path: str) -> list[dict[str, Any]]:
     """Node manifests from a YAML/JSON file: a v1 List or NodeList, a list, or ``---``-separated Nodes."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            documents = list(yaml.safe_load_all(handle))
-    except OSError as exc:
-        raise errors.ConfigError(f"cannot read nodes file {path!r}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise errors.ConfigError(f"nodes file {path!r} is not YAML or JSON: {exc}") from exc
-    nodes: list[dict[str, Any]] = []
-    for document in documents:
-        if document is None:
-            continue
-        if isinstance(document, Mapping) and document.get("kind") in ("List", "NodeList"):
-            items = document.get("items") or []
-        elif isinstance(document, list):
-            items = document
-        else:
-            items = [document]
-        for item in items:
-            if not isinstance(item, Mapping) or item.get("kind", "Node") != "Node":
-                what = item.get("kind") if isinstance(item, Mapping) else type(item).__name__
-                raise errors.ConfigError(f"nodes file {path!r} holds a {what!s}, not a Node")
-            nodes.append(dict(item))
+    nodes: list[dict[str, Any]] = documents.manifests(path, what="nodes file", kind="Node")
     if not nodes:
         raise errors.ConfigError(f"nodes file {path!r} holds no Node manifests")
     return nodes

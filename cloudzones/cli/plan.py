@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from cloudzones import errors
+from cloudzones import documents, errors
 from cloudzones.cli import output
 from cloudzones.cli.output import summary
 from cloudzones.workloads import coordinators, findings, locality, outage, replication, zoneinject
@@ -183,23 +183,7 @@ def _outage_text(result: outage.OutageReport) -> str:
 
 def _documents(path: pathlib.Path) -> list[Mapping[str, Any]]:
     """The YAML documents of ``path``, ``List`` items flattened (a snapshot mapping is kept whole)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise errors.ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        loaded = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise errors.ConfigError(f"{path} is not valid YAML: {exc}") from exc
-    result: list[Mapping[str, Any]] = []
-    for doc in loaded:
-        items = doc if isinstance(doc, list) else doc.get("items") if isinstance(doc, dict) and "items" in doc \
-            else [doc]
-        for item in items or []:
-            if not isinstance(item, dict):
-                raise errors.ConfigError(f"{path}: expected manifests (mappings), found {type(item).__name__}")
-            result.append(item)
-    return result
+    return list(documents.manifests(path, what="input"))
 
 
 def _split_nodes(documents: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:

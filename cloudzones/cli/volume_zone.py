@@ -13,10 +13,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 import storageclass
-from cloudzones import errors
+from cloudzones import documents, errors
 from cloudzones.cli import output
 from cloudzones.cli.output import summary
 from storageclass import zonelabel
@@ -103,43 +101,16 @@ def _emit(record: Mapping[str, Any], fmt: str) -> None:
     output.emit(dict(record), fmt, text=text)
 
 
-def _read_yaml(path: pathlib.Path) -> list[Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise errors.ConfigError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    try:
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        raise errors.ConfigError(f"{path} is not valid YAML: {exc}") from exc
-
-
 def _load_one(path: pathlib.Path, kind: str) -> dict[str, Any]:
-    documents = _read_yaml(path)
-    if len(documents) != 1 or not isinstance(documents[0], dict):
-        raise errors.ConfigError(f"{path} must hold exactly one {kind} manifest, found {len(documents)} document(s)")
-    found = documents[0].get("kind")
-    if found is not None and found != kind:
-        raise errors.ConfigError(f"{path} holds a {found}, not a {kind}")
-    return documents[0]
+    found = documents.manifests(path, what=kind, kind=kind)
+    if len(found) != 1:
+        raise documents.InputError(f"{kind} {path}: expected exactly one {kind} manifest, found {len(found)}")
+    return found[0]
 
 
 def _load_nodes(path: pathlib.Path) -> list[dict[str, Any]]:
     """Nodes from a List / NodeList manifest, a YAML list of Node manifests, or several documents."""
-    nodes: list[dict[str, Any]] = []
-    for document in _read_yaml(path):
-        items = document.get("items") if isinstance(document, dict) and "items" in document else document
-        for item in items if isinstance(items, list) else [items]:
-            if not isinstance(item, dict) or item.get("kind", "Node") != "Node":
-                raise errors.ConfigError(f"{path}: expected Node manifests, found {_describe(item)}")
-            nodes.append(item)
-    return nodes
-
-
-def _describe(item: object) -> str:
-    if isinstance(item, dict):
-        return f"a {item.get('kind', 'manifest without kind')}"
-    return f"a {type(item).__name__}"
+    return documents.manifests(path, what="nodes file", kind="Node")
 
 
 def _common_region(nodes: Sequence[Mapping[str, Any]]) -> str | None:

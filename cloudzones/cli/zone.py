@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
+from collections.abc import Mapping
 from typing import Any
 
-from cloudzones import errors
+from cloudzones import documents, errors, shapes
 from cloudzones.cli import output
 from cloudzones.cli.output import summary
 from cloudzones.topology import Topology
@@ -57,11 +57,10 @@ def _resolve(args: argparse.Namespace) -> tuple[str, Topology]:
     from providers.azure import imds
 
     if args.imds_document:
-        try:
-            with open(args.imds_document, encoding="utf-8") as handle:
-                document = json.load(handle)
-        except (OSError, ValueError) as exc:
-            raise errors.MetadataError(f"cannot read IMDS document {args.imds_document!r}: {exc}") from exc
+        document = documents.load_one(args.imds_document, what="IMDS document")
+        if not isinstance(document, Mapping):
+            raise documents.InputError(f"IMDS document {args.imds_document}: expected a mapping, got "
+                                       f"{shapes.describe(document)}")
         return "azure", imds.topology_from_imds(document)
     if args.node or args.provider_id:
         name = "azure" if args.provider == "auto" else args.provider

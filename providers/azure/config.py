@@ -8,14 +8,11 @@ Secrets never appear in ``repr``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
-from cloudzones import errors
+from cloudzones import documents, errors, shapes
 from cloudzones.topology import normalize_region
 
 #: ``cloud`` values (upper-cased) → our cloud names; cloud-provider-azure accepts these spellings.
@@ -77,22 +74,13 @@ class AzureConfig:
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None) -> AzureConfig:
         """Read ``azure.json`` (JSON or YAML) from ``path``."""
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            raise errors.ConfigError(f"cannot read cloud config {os.fspath(path)!r}: {exc.strerror}") from exc
-        try:
-            data = json.loads(text)
-        except ValueError:
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise errors.ConfigError(f"cloud config {os.fspath(path)!r} is neither JSON nor YAML: {exc}") from exc
-        if data is None:
-            data = {}
+        found = documents.load_all(path, what="cloud config")
+        if len(found) > 1:
+            raise documents.InputError(f"cloud config {os.fspath(path)}: expected one document, found {len(found)}")
+        data = found[0] if found else {}
         if not isinstance(data, Mapping):
-            raise errors.ConfigError(f"cloud config {os.fspath(path)!r} must be a mapping, got {type(data).__name__}")
+            raise documents.InputError(f"cloud config {os.fspath(path)}: expected a mapping, got "
+                                       f"{shapes.describe(data)}")
         return cls.from_mapping(data, environ=environ)
 
     @classmethod

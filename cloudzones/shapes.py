@@ -1,0 +1,203 @@
+"""Shapes of the manifests cloudzones reads, checked at the boundary (pure).
+
+A wrong type is one line: ``items[2].metadata.labels: expected a mapping, got a list``.
+
+Why our own forty lines rather than a library's typed models: the Kubernetes client's models (pydantic
+since v37) validate whole objects and refuse fields from newer API versions, while we read a handful of
+fields from nodes, pods, claims, volumes, StorageClasses and custom resources that have no published
+models; jsonschema would need the OpenAPI documents we do not ship. A schema here lists only the fields
+some code of ours reads, with their expected type; anything else is ignored, ``null`` counts as absent
+(as the API server treats it), and a wrong type is reported once, with its path, before any planner runs.
+
+Schema language: a Python type (``str``, ``int``, ``bool``, `NUMBER`, `QUANTITY`), `ANY`, a dict of field
+schemas (the value must be a mapping), `MapOf(schema)` (a mapping with string keys) and `ListOf(schema)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from cloudzones import errors
+
+NUMBER = (int, float)
+QUANTITY = (str, int, float)
+"""A Kubernetes resource quantity: ``"100Mi"``, ``2``, ``0.5``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MapOf:
+    """A mapping with string keys whose values all have one shape."""
+
+    value: Schema
+
+
+@dataclasses.dataclass(frozen=True)
+class ListOf:
+    """A list whose items all have one shape."""
+
+    item: Schema
+
+
+class _Any:
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+ANY = _Any()
+Schema = type | tuple[type, ...] | dict[str, Any] | MapOf | ListOf | _Any
+
+
+class ShapeError(errors.ConfigError):
+    """A manifest field has the wrong type; ``path`` says where (``items[2].metadata.labels``)."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def describe(value: object) -> str:
+    """``a string``, ``a list``, ``a mapping``, ``a number``... for messages."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def describe_kind(item: Mapping[str, Any]) -> str:
+    """A manifest's kind for messages."""
+    kind = item.get("kind")
+    return str(kind) if isinstance(kind, str) and kind else "manifest without a kind"
+
+
+_NAMES = {str: "a string", int: "a whole number", bool: "true or false", float: "a number"}
+
+
+def _expected(schema: Schema) -> str:
+    if isinstance(schema, (dict, MapOf)):
+        return "a mapping"
+    if isinstance(schema, ListOf):
+        return "a list"
+    if schema == NUMBER:
+        return "a number"
+    if schema == QUANTITY:
+        return "a quantity (a string or a number)"
+    if isinstance(schema, type):
+        return _NAMES.get(schema, schema.__name__)
+    return "something else"
+
+
+def _fits(value: Any, kind: type | tuple[type, ...]) -> bool:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    # True is an int to Python, never to a manifest.
+    return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+
+
+def check(value: Any, schema: Schema, path: str = "") -> None:
+    """Raise `ShapeError` at the first field of ``value`` that does not have its shape in ``schema``."""
+    stack: list[tuple[Any, Schema, str]] = [(value, schema, path)]
+    while stack:
+        current, shape, where = stack.pop()
+        if current is None or isinstance(shape, _Any):
+            continue
+        if isinstance(shape, dict):
+            if not isinstance(current, Mapping):
+                _fail(where, shape, current)
+            for field in sorted(shape, reverse=True):  # popped in order: the first wrong field is reported
+                if field in current:
+                    stack.append((current[field], shape[field], f"{where}.{field}" if where else field))
+        elif isinstance(shape, MapOf):
+            if not isinstance(current, Mapping):
+                _fail(where, shape, current)
+            for key in sorted(current, key=str, reverse=True):
+                if not isinstance(key, str):
+                    raise ShapeError(f"{where}: keys must be strings, got {describe(key)} {key!r}", path=where)
+                stack.append((current[key], shape.value, f"{where}.{key}" if where else key))
+        elif isinstance(shape, ListOf):
+            if not isinstance(current, list):
+                _fail(where, shape, current)
+            stack.extend((item, shape.item, f"{where}[{i}]") for i, item in reversed(list(enumerate(current))))
+        elif not _fits(current, shape):
+            _fail(where, shape, current)
+
+
+def _fail(where: str, shape: Schema, value: Any) -> None:
+    raise ShapeError(f"{where or 'document'}: expected {_expected(shape)}, got {describe(value)}", path=where)
+
+
+LABEL_SELECTOR: dict[str, Any] = {
+    "matchLabels": MapOf(str),
+    "matchExpressions": ListOf({"key": str, "operator": str, "values": ListOf(str)}),
+}
+NODE_SELECTOR_TERMS = ListOf({"matchExpressions": ListOf({"key": str, "operator": str, "values": ListOf(str)}),
+                              "matchFields": ListOf({"key": str, "operator": str, "values": ListOf(str)})})
+METADATA: dict[str, Any] = {
+    "name": str, "generateName": str, "namespace": str, "uid": str, "labels": MapOf(str),
+    "annotations": MapOf(str), "deletionTimestamp": str,
+    "ownerReferences": ListOf({"kind": str, "name": str, "uid": str, "controller": bool}),
+}
+TAINTS = ListOf({"key": str, "value": str, "effect": str})
+NODE: dict[str, Any] = {
+    "kind": str, "metadata": METADATA,
+    "spec": {"providerID": str, "unschedulable": bool, "taints": TAINTS},
+    "status": {"conditions": ListOf({"type": str, "status": str}), "allocatable": MapOf(QUANTITY),
+               "capacity": MapOf(QUANTITY), "addresses": ListOf({"type": str, "address": str})},
+}
+POD_SPEC: dict[str, Any] = {
+    "nodeName": str, "nodeSelector": MapOf(str),
+    "tolerations": ListOf({"key": str, "operator": str, "value": str, "effect": str}),
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": NODE_SELECTOR_TERMS}}},
+    "topologySpreadConstraints": ListOf({
+        "maxSkew": int, "minDomains": int, "topologyKey": str, "whenUnsatisfiable": str,
+        "labelSelector": LABEL_SELECTOR, "matchLabelKeys": ListOf(str), "nodeAffinityPolicy": str,
+        "nodeTaintsPolicy": str}),
+    "volumes": ListOf({"name": str, "persistentVolumeClaim": {"claimName": str}}),
+    "containers": ListOf({"name": str, "resources": {"requests": MapOf(QUANTITY), "limits": MapOf(QUANTITY)}}),
+}
+POD: dict[str, Any] = {"kind": str, "metadata": METADATA, "spec": POD_SPEC,
+                       "status": {"phase": str, "podIP": str, "conditions": ListOf({"type": str, "status": str})}}
+PVC: dict[str, Any] = {
+    "kind": str, "metadata": METADATA,
+    "spec": {"storageClassName": str, "volumeName": str, "accessModes": ListOf(str), "volumeMode": str,
+             "resources": {"requests": MapOf(QUANTITY)}},
+}
+PV: dict[str, Any] = {
+    "kind": str, "metadata": METADATA,
+    "spec": {"storageClassName": str, "persistentVolumeReclaimPolicy": str, "mountOptions": ListOf(str),
+             "claimRef": {"name": str, "namespace": str, "uid": str},
+             "nodeAffinity": {"required": {"nodeSelectorTerms": NODE_SELECTOR_TERMS}},
+             "azureDisk": {"diskURI": str, "diskName": str, "kind": str},
+             "csi": {"driver": str, "volumeHandle": str}},
+}
+STORAGE_CLASS: dict[str, Any] = {
+    "kind": str, "metadata": METADATA, "provisioner": str, "parameters": MapOf((str, int, float, bool)),
+    "volumeBindingMode": str, "reclaimPolicy": str, "mountOptions": ListOf(str), "allowVolumeExpansion": bool,
+    "allowedTopologies": ListOf({"matchLabelExpressions": ListOf({"key": str, "values": ListOf(str)})}),
+}
+STATEFUL_SET: dict[str, Any] = {
+    "kind": str, "metadata": METADATA,
+    "spec": {"replicas": int, "selector": LABEL_SELECTOR, "template": {"metadata": METADATA, "spec": POD_SPEC}},
+}
+BY_KIND: dict[str, dict[str, Any]] = {
+    "Node": NODE, "Pod": POD, "PersistentVolumeClaim": PVC, "PersistentVolume": PV, "StorageClass": STORAGE_CLASS,
+    "StatefulSet": STATEFUL_SET,
+}
+"""The schema of each core kind we read; custom resources are checked by their planners."""
+
+
+def check_manifest(manifest: Mapping[str, Any], path: str = "") -> None:
+    """Check a manifest against its kind's schema (kinds we do not know pass: their planners check them)."""
+    kind = manifest.get("kind")
+    schema = BY_KIND.get(kind) if isinstance(kind, str) else None
+    check(manifest, schema if schema is not None else {"kind": str, "metadata": METADATA}, path)
