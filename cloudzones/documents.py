@@ -131,8 +131,8 @@ def _check_node(root: yaml.Node, source: str) -> None:
     while stack:
         node, depth = stack.pop()
         if id(node) in seen:
-            raise InputError(f"{source}: YAML aliases (*name) are not accepted: the anchored node{_place(node.start_mark)} "
-                             "is used twice")
+            raise InputError(f"{source}: YAML aliases (*name) are not accepted: the anchored node"
+                             f"{_place(node.start_mark)} is used twice")
         seen.add(id(node))
         if depth > MAX_DEPTH:
             raise InputError(f"{source}: nested more than {MAX_DEPTH} levels deep{_place(node.start_mark)}")
