@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from cloudzones.testing import _kube_discovery as discovery
 from cloudzones.testing import _kube_faults as faults
 from cloudzones.testing import _kube_selectors as selectors
 from cloudzones.testing import _kube_status as status
@@ -201,8 +202,13 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         content_type = self.headers.get("Content-Type", "")
         if url.path.rstrip("/") in ("/version", "/healthz", "/readyz", "/livez"):
-            self._send_json(200, {"major": "1", "minor": "33", "gitVersion": "v1.33.0-cloudzones-fake"}
+            self._send_json(200, {"major": "1", "minor": "37", "gitVersion": "v1.37.2-cloudzones-fake"}
                             if url.path.rstrip("/") == "/version" else {"status": "ok"})
+            return
+        found = (discovery.document(url.path.rstrip("/"), "%s:%d" % self.server.server_address[:2])
+                 or discovery.openapi(url.path.rstrip("/"))) if self.command == "GET" else None
+        if found is not None:
+            self._send_json(200, found)
             return
         # Every request is logged before its answer leaves, so a test that got the answer sees the entry.
         target = None
