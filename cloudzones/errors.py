@@ -10,6 +10,7 @@ chained as ``__cause__``.
     ├── InvalidZone (ValueError)          a zone id / zone label cannot be parsed
     ├── InvalidResourceId (ValueError)    malformed provider ID, ARM ID, disk URI, VMSS name
     ├── ConfigError (ValueError)          a cloud config or setting is invalid
+    │   └── UsageError                    a command line asks for something impossible (exit 2)
     ├── InvalidStorageClass (ValueError)  a StorageClass breaks a rule
     ├── NodeNotFound (LookupError)        the cloud has no instance for that node
     ├── ZoneUnavailable                   the instance exists but reports neither zone nor fault domain
@@ -48,6 +49,10 @@ class InvalidResourceId(CloudZonesError, ValueError):
 
 class ConfigError(CloudZonesError, ValueError):
     """A configuration value (cloud config, CLI setting, scenario) is invalid."""
+
+
+class UsageError(ConfigError):
+    """A command line asks for something that cannot be done (exit 2, like argparse's own usage errors)."""
 
 
 class InvalidStorageClass(CloudZonesError, ValueError):

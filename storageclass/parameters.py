@@ -48,6 +48,9 @@ RECLAIM_POLICIES: Final = ("Delete", "Retain")
 #: The provisioner names whose StorageClasses these rules describe.
 IN_TREE_PROVISIONER: Final = "kubernetes.io/azure-disk"
 CSI_PROVISIONER: Final = "disk.csi.azure.com"
+CLOUDZONES_PROVISIONER: Final = "cloudzones.io/azure-disk"
+"""The default name of ``cloudzones provisioner``."""
+AZURE_DISK_PROVISIONERS: Final = frozenset({IN_TREE_PROVISIONER, CSI_PROVISIONER, CLOUDZONES_PROVISIONER})
 
 
 def is_known(name: str) -> bool:

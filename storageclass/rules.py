@@ -14,6 +14,7 @@ class Rule(str, enum.Enum):
 
     # Broken by the manifest itself (from_manifest).
     MANIFEST = "manifest"
+    PROVISIONER = "provisioner"
     UNKNOWN_PARAMETER = "unknown-parameter"
     DUPLICATE_PARAMETER = "duplicate-parameter"
     KIND = "kind"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from cloudzones import errors, labels, topology
@@ -21,6 +21,10 @@ from storageclass.rules import Rule
 def _fail(rule: Rule, name: str, detail: str) -> errors.InvalidStorageClass:
     where = f"StorageClass {name!r}" if name else "StorageClass"
     return errors.InvalidStorageClass(f"{where} breaks rule {rule.value!r}: {detail}", rule=rule.value)
+
+
+# Read before the class: inside it, ``parameters`` is the field of that name.
+_AZURE_DISK_PROVISIONERS = parameters.AZURE_DISK_PROVISIONERS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,11 +79,14 @@ class StorageClassSpec:
         return self.binding_mode == parameters.WAIT_FOR_FIRST_CONSUMER
 
     @classmethod
-    def from_manifest(cls, manifest: Mapping[str, Any], *, region: str | None = None) -> StorageClassSpec:
+    def from_manifest(cls, manifest: Mapping[str, Any], *, region: str | None = None,
+                      provisioners: Collection[str] = _AZURE_DISK_PROVISIONERS) -> StorageClassSpec:
         """Check a StorageClass manifest (a ``kubectl -o json`` dict) against every rule.
 
         ``region`` is the cluster's region (from the provider config); when given, every zone value
-        must be one of its zones. Raises `InvalidStorageClass` naming the rule and the values.
+        must be one of its zones. ``provisioner`` must be one of ``provisioners`` (the Azure disk
+        provisioners; a provisioner running under another name adds its own), when the manifest names one.
+        Raises `InvalidStorageClass` naming the rule and the values.
         """
         if not isinstance(manifest, Mapping):
             raise _fail(Rule.MANIFEST, "", f"expected a StorageClass mapping, got {type(manifest).__name__}")
@@ -88,6 +95,10 @@ class StorageClassSpec:
         kind = manifest.get("kind")
         if kind is not None and kind != "StorageClass":
             raise _fail(Rule.MANIFEST, name, f"kind must be StorageClass, got {kind!r}")
+        provisioner = manifest.get("provisioner")
+        if provisioner is not None and provisioner not in provisioners:
+            raise _fail(Rule.PROVISIONER, name, f"provisioner {provisioner!r} does not create Azure disks; "
+                        f"expected one of {sorted(provisioners)}")
         params = _parameters(manifest.get("parameters"), name)
 
         disk_kind = _kind(params.get("kind", ""), name)

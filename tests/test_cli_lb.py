@@ -230,3 +230,20 @@ class TestLbPlanWithAzure:
         assert main(["lb", "plan", "--nodes", str(nodes_file), "--cloud-config", str(azure_json), "-o", "json"]) == 0
         data = json.loads(capsys.readouterr().out)
         assert [m["node"] for m in data["members"]] == ["w-0", "w-1", "cp-0"] and data["excluded"] == []
+
+
+class TestLbName:
+    """--name must be a name Azure accepts for both the load balancer and NAME-pip."""
+
+    @pytest.mark.parametrize("name", ["a/b", "x" * 77, "-lead", "trail.", "", "sp ace"])
+    def test_refused(self, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+        """Slashes, over 76 characters, bad first or last characters: usage error, exit 2, one line."""
+        with pytest.raises(SystemExit) as info:
+            main(["lb", "plan", "--nodes", "unused.yaml", f"--name={name}"])
+        assert info.value.code == 2 and "is not a usable Azure name" in capsys.readouterr().err
+
+    @pytest.mark.parametrize("name", ["lb", "x" * 76, "a_b.c-d", "ends_"])
+    def test_accepted(self, name: str) -> None:
+        """Names within Azure's rules parse."""
+        from cloudzones.cli import build_parser
+        assert build_parser().parse_args(["lb", "plan", "--nodes", "n.yaml", "--name", name]).name == name

@@ -86,3 +86,34 @@ class TestGlobalOptions:
         path = FIXTURES / "imds/azure/compute_zone3_docs.json"
         assert main(["zone", "--imds-document", str(path), "-o", "json", "--no-beta"]) == 0
         assert "failure-domain.beta.kubernetes.io/zone" not in json.loads(capsys.readouterr().out)["labels"]
+
+
+class TestZoneRefusals:
+    """Impossible or empty options are usage errors (exit 2), never a fallback to live metadata."""
+
+    @pytest.mark.parametrize(("argv", "message"), [
+        (["--node", ""], "--node needs a value, got an empty string"),
+        (["--provider-id", " "], "--provider-id needs a value, got an empty string"),
+        (["--imds-document", ""], "--imds-document needs a value, got an empty string"),
+        (["--provider", "aws", "--node", "x"], "not supported for aws yet (only azure)"),
+        (["--provider", "gcp", "--provider-id", "gce://p/z/i"], "not supported for gcp yet (only azure)"),
+        (["--provider", "aws", "--imds-document", "x.json"], "cannot be used with --provider aws"),
+    ])
+    def test_usage_errors(self, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+        """Each gives exit 2 and one line on stderr naming the option."""
+        assert main(["zone", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+
+    @pytest.mark.parametrize(("compute", "message"), [
+        ({"location": 0, "zone": "2"}, "compute.location must be a region name, got 0"),
+        ({"location": "east us!", "zone": "2"}, "is not an Azure region name"),
+        ({"location": "eastus", "platformFaultDomain": "x"}, "compute.platformFaultDomain must be a whole number"),
+    ])
+    def test_wrong_values_in_imds_document(self, tmp_path: pathlib.Path, compute: dict[str, object], message: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+        """Well-typed but wrong IMDS values are refused with the field, exit 1."""
+        path = tmp_path / "imds.json"
+        path.write_text(json.dumps({"compute": compute}))
+        assert main(["zone", "--imds-document", str(path)]) == 1
+        assert message in capsys.readouterr().err

@@ -285,3 +285,23 @@ class TestRules:
         """InvalidStorageClass is a ValueError and a CloudZonesError."""
         with pytest.raises(ValueError):
             StorageClassSpec.from_manifest(manifest({"zoned": "maybe"}))
+
+
+class TestProvisioner:
+    """Only StorageClasses of an Azure disk provisioner get zones."""
+
+    @pytest.mark.parametrize("name", ["kubernetes.io/azure-disk", "disk.csi.azure.com", "cloudzones.io/azure-disk"])
+    def test_azure_disk_provisioners(self, name: str) -> None:
+        """The in-tree, CSI and cloudzones provisioners are accepted."""
+        assert StorageClassSpec.from_manifest({**manifest(), "provisioner": name}).provisioner == name
+
+    def test_other_provisioner_refused(self) -> None:
+        """An NFS provisioner's StorageClass is refused with the provisioner rule, not given a zone."""
+        message = broken(Rule.PROVISIONER, {**manifest(), "provisioner": "nfs.csi.k8s.io"})
+        assert "'nfs.csi.k8s.io' does not create Azure disks" in message
+
+    def test_custom_name(self) -> None:
+        """A provisioner running under its own name can accept its StorageClasses."""
+        spec = StorageClassSpec.from_manifest({**manifest(), "provisioner": "example.com/disks"},
+                                              provisioners={"example.com/disks"})
+        assert spec.provisioner == "example.com/disks"

@@ -1,6 +1,7 @@
 """The ``cloudzones`` command line: one module per subcommand, data on stdout, logs on stderr.
 
-Exit codes: 0 success, 1 failure (a ``CloudZonesError``), 2 usage error, 130 interrupted.
+Exit codes: 0 success, 1 failure (a ``CloudZonesError``), 2 usage error (argparse's, or a ``UsageError``),
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(level=args.log_level, fmt=args.log_format)
     try:
         code: int = args.handler(args)
+    except errors.UsageError as exc:
+        print(f"cloudzones {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except errors.CloudZonesError as exc:
         log.debug("command failed", exc_info=True)
         print(f"cloudzones {args.command}: error: {exc}", file=sys.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -36,13 +37,25 @@ def register(subparsers: Any) -> None:
                       help="Node manifests: a v1 List (kubectl get nodes -o yaml) or a YAML list of Nodes")
     plan.add_argument("--cloud-config", metavar="PATH",
                       help="Azure cloud config (azure.json); without it Azure is not read")
-    plan.add_argument("--name", default="cloudzones",
+    plan.add_argument("--name", default="cloudzones", type=_resource_name,
                       help="load balancer and backend pool name; the public IP is NAME-pip (default cloudzones)")
     plan.add_argument("--zone", metavar="ZONE",
                       help="pin the public IP to one zone (2 or eastus-2) instead of all zones of the region")
     plan.add_argument("--apply", action="store_true", help="create or change the resources (needs --cloud-config)")
     output.add_output_option(plan)
     plan.set_defaults(handler=run_plan)
+
+
+_AZURE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,74}[A-Za-z0-9_])?")
+
+
+def _resource_name(value: str) -> str:
+    """An argparse type: a load balancer name Azure accepts, leaving room for the public IP's ``-pip``."""
+    if not _AZURE_NAME.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"{value[:100]!r} is not a usable Azure name: 1-76 letters, digits, '_', '.' or '-', starting with a "
+            "letter or digit and ending with a letter, digit or '_' (the public IP adds '-pip', Azure allows 80)")
+    return value
 
 
 def load_nodes(path: str) -> list[dict[str, Any]]:

@@ -56,16 +56,28 @@ def _resolve(args: argparse.Namespace) -> tuple[str, Topology]:
     import providers
     from providers.azure import imds
 
-    if args.imds_document:
+    for flag, value in (("--node", args.node), ("--provider-id", args.provider_id),
+                        ("--imds-document", args.imds_document), ("--cloud-config", args.cloud_config)):
+        # An empty value must not quietly mean "not given" and probe live metadata instead.
+        if value is not None and not value.strip():
+            raise errors.UsageError(f"{flag} needs a value, got an empty string")
+    if args.imds_document is not None and args.provider not in ("auto", "azure"):
+        raise errors.UsageError(f"--imds-document reads an Azure IMDS document; it cannot be used with "
+                                f"--provider {args.provider}")
+    if (args.node is not None or args.provider_id is not None) and args.provider in ("aws", "gcp"):
+        raise errors.UsageError(f"looking up a node by --node or --provider-id is not supported for "
+                                f"{args.provider} yet (only azure); run 'cloudzones zone --provider {args.provider}' "
+                                "on the machine itself")
+    if args.imds_document is not None:
         document = documents.load_one(args.imds_document, what="IMDS document")
         if not isinstance(document, Mapping):
             raise documents.InputError(f"IMDS document {args.imds_document}: expected a mapping, got "
                                        f"{shapes.describe(document)}")
         return "azure", imds.topology_from_imds(document)
-    if args.node or args.provider_id:
+    if args.node is not None or args.provider_id is not None:
         name = "azure" if args.provider == "auto" else args.provider
         provider = _provider(name, args)
-        if args.node:
+        if args.node is not None:
             return name, provider.topology_by_node_name(args.node)
         found = provider.topology_by_provider_id(args.provider_id)
         if found is None:

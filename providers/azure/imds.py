@@ -8,6 +8,7 @@ api-version 2017-12-01) gets its ``platformFaultDomain``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,9 @@ from providers import metadata
 API_VERSION = "2021-10-01"
 """cloud-provider-azure's pinned version: it has ``zone``, ``platformFaultDomain`` and ``platformSubFaultDomain``."""
 DEFAULT_URL = "http://169.254.169.254"
+_REGION = re.compile(r"[a-z][a-z0-9]{1,39}")
+"""An Azure location once normalised: ``eastus``, ``usgovvirginia``, ``eastus2euap``."""
+_DOMAIN = re.compile(r"[0-9]{1,4}")
 
 
 def _compute(document: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -47,13 +51,20 @@ def _text(compute: Mapping[str, Any], key: str) -> str:
 def topology_from_imds(document: Mapping[str, Any]) -> Topology:
     """The topology in a ``/metadata/instance`` body (or its ``compute`` part)."""
     compute = _compute(document)
-    location = _text(compute, "location")
-    if not location:
+    location = compute.get("location")
+    if location is None or location == "":
         raise errors.MetadataError("instance metadata has no compute.location, so the region is unknown")
+    if not isinstance(location, str):
+        raise errors.MetadataError(f"instance metadata compute.location must be a region name, got {location!r:.80}")
     region = normalize_region(location)
+    if not _REGION.fullmatch(region):
+        raise errors.MetadataError(f"instance metadata compute.location {location!r:.80} is not an Azure region name")
     zone = compute.get("zone")
     fault_domain = _text(compute, "platformFaultDomain").lower() or None
     sub_fault_domain = _text(compute, "platformSubFaultDomain") or None
+    for key, value in (("platformFaultDomain", fault_domain), ("platformSubFaultDomain", sub_fault_domain)):
+        if value is not None and not _DOMAIN.fullmatch(value):
+            raise errors.MetadataError(f"instance metadata compute.{key} must be a whole number, got {value!r:.80}")
     if zone is not None and not isinstance(zone, str):
         raise errors.InvalidZone(f"instance metadata zone must be a string of digits, got {zone!r}")
     if zone:
