@@ -267,3 +267,25 @@ class TestLocalities:
                            processCounts={"storage": 3})
         result = coordinators.plan(manifest, [node("bare", None)])
         assert "processes-unplaceable" in rules(result.findings)
+
+
+class TestHostileCounts:
+    """processCounts and redundancy_mode that are wrong but well-typed are refused with their value."""
+
+    @pytest.mark.parametrize(("counts", "message"), [
+        ({"storage": -1}, "at least 0, got -1"),
+        ({"storage": 10**30}, "more than the 100,000 this planner accepts"),
+        ({"storage": "x"}, "at least 0, got 'x'"),
+    ])
+    def test_process_counts(self, counts: dict[str, Any], message: str) -> None:
+        """Negative, huge and non-numeric counts: InvalidWorkloadSpec naming the field."""
+        with pytest.raises(errors.InvalidWorkloadSpec, match="spec.processCounts.storage") as caught:
+            coordinators.plan(cluster("double", None, processCounts=counts), zoned_nodes(3))
+        assert message in str(caught.value)
+
+    @pytest.mark.parametrize("mode", [[], {}, 3])
+    def test_redundancy_mode_not_a_string(self, mode: Any) -> None:
+        """redundancy_mode: [] no longer silently becomes double."""
+        with pytest.raises(errors.InvalidWorkloadSpec) as caught:
+            coordinators.plan(cluster(mode, None, processCounts={"storage": 3}), zoned_nodes(3))
+        assert rules(caught.value.findings) == ["redundancy-mode"]

@@ -237,3 +237,14 @@ class TestZoneInjection:
         assert result.zone_injection.init_container["image"] == "registry.example/loki:3"
         assert ZONE in only(result, "zone-injection").message
         assert plan(lokistack(None, replicationFactor=2), zoned_nodes(3), zone_injection=True).zone_injection is None
+
+
+class TestBoundedWork:
+    """A file cannot ask for unbounded work."""
+
+    def test_huge_replicas_refused(self) -> None:
+        """10^30 replicas of a component is refused at once with the bound, not planned forever."""
+        stack = lokistack(2)
+        stack["spec"]["template"] = {"ingester": {"replicas": 10**30}}
+        with pytest.raises(errors.InvalidWorkloadSpec, match="more than the 100,000 this planner accepts"):
+            plan(stack, zoned_nodes(3))

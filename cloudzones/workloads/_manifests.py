@@ -64,16 +64,24 @@ def node_names(nodes: Sequence[Mapping[str, Any]]) -> list[str]:
     return seen
 
 
+MAX_COUNT = 100_000
+"""The most replicas, processes or members one input may ask for: planning is linear, but a file saying
+10^30 must not make a command run forever."""
+
+
 def positive_int(value: Any, where: str, subject: str = "", *, rule: str = "not-a-number",
-                 minimum: int = 1) -> int:
-    """``value`` as an int of at least ``minimum`` (digit strings accepted); `InvalidWorkloadSpec` otherwise."""
+                 minimum: int = 1, maximum: int = MAX_COUNT) -> int:
+    """``value`` as an int in ``[minimum, maximum]`` (digit strings accepted); `InvalidWorkloadSpec` otherwise."""
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value) < 20:
         number = int(value.strip())
     if number is None or number < minimum:
-        raise findings.invalid(rule, f"{where} must be an integer of at least {minimum}, got {value!r}", subject)
+        raise findings.invalid(rule, f"{where} must be an integer of at least {minimum}, got {value!r:.40}", subject)
+    if number > maximum:
+        raise findings.invalid(rule, f"{where} is {value!r:.40}, more than the {maximum:,} this planner accepts",
+                               subject)
     return number
 
 

@@ -135,7 +135,11 @@ def plan(manifest: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *,
     name = m.name_of(manifest) or "fdb"
     spec = m.mapping(manifest.get("spec"), "spec", name)
     config = m.mapping(spec.get("databaseConfiguration"), "spec.databaseConfiguration", name)
-    mode = str(config.get("redundancy_mode") or "double")
+    raw_mode = config.get("redundancy_mode")
+    if raw_mode is not None and not isinstance(raw_mode, str):
+        raise f.invalid("redundancy-mode", f"redundancy_mode must be one of {', '.join(MODES)}, got {raw_mode!r:.40}",
+                        name)
+    mode = raw_mode or "double"
     if mode not in MODES:
         raise f.invalid("redundancy-mode", f"redundancy_mode {mode!r} is not one of {', '.join(MODES)}", name)
     regions = m.positive_int(config.get("usable_regions", 1), "usable_regions", name)
@@ -231,7 +235,7 @@ def _processes(manifest: Mapping[str, Any], spec: Mapping[str, Any], nodes: Sequ
     if not counts:
         raise f.invalid("no-processes", "give a top-level processes list or spec.processCounts", name)
     result: list[loc.Process] = []
-    for cls in sorted(counts):
+    for cls in sorted(counts, key=str):
         count = m.positive_int(counts[cls], f"spec.processCounts.{cls}", name, minimum=0)
         if cls not in stanzas or count == 0:
             continue
