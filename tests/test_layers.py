@@ -25,7 +25,7 @@ CORE = ("cloudzones", "cloudzones.topology", "cloudzones.labels", "cloudzones.er
 RULES: dict[str, tuple[str, ...]] = {
     "core": CORE,
     "documents": (*CORE, "yaml"),
-    "kube": (*CORE, "cloudzones.kube", "kubernetes", "urllib3"),
+    "kube": (*CORE, "cloudzones.documents", "cloudzones.kube", "kubernetes", "urllib3"),
     "providers": (*CORE, "cloudzones.documents", "providers", "azure", "requests", "msal", "yaml", "urllib3"),
     "storageclass": (*CORE, "storageclass"),
     "services": (*CORE, "cloudzones.documents", "cloudzones.kube", "cloudzones.services", "providers",

@@ -23,25 +23,29 @@ def register(subparsers: Any) -> None:
                         help="cloud-provider-azure cloud config (default /etc/kubernetes/azure.json)")
     _service.add_kube_options(parser)
     _service.add_metrics_option(parser)
-    parser.add_argument("--workers", type=int, default=4, help="concurrent reconciles (default 4)")
+    parser.add_argument("--workers", type=_service.positive_int, default=4, help="concurrent reconciles (default 4)")
     parser.add_argument("--no-beta-labels", action="store_true", help="do not write failure-domain.beta.* labels")
-    parser.add_argument("--resync-period", type=float, default=300.0, help="seconds between full re-checks")
+    parser.add_argument("--resync-period", type=_service.seconds, default=300.0, help="seconds between full re-checks")
     parser.add_argument("--no-leader-election", action="store_true", help="act without holding the Lease")
-    parser.add_argument("--leader-election-namespace", default="cloudzones-system", help="namespace of the Lease")
-    parser.add_argument("--leader-election-name", default="cloudzones-controller", help="name of the Lease")
-    parser.add_argument("--annotate-pods", metavar="SELECTOR",
+    parser.add_argument("--leader-election-namespace", type=_service.name, default="cloudzones-system",
+                        help="namespace of the Lease")
+    parser.add_argument("--leader-election-name", type=_service.name, default="cloudzones-controller",
+                        help="name of the Lease")
+    parser.add_argument("--annotate-pods", metavar="SELECTOR", type=_service.label_selector,
                         help="also copy node topology labels into annotations of pods matching SELECTOR")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM; returns the exit code."""
-    import providers
 
     stop = threading.Event()
     _service.stop_on_signals(stop)
+    from providers.azure import provider as azure
+
+    provider = azure.provider_from_options(cloud_config=args.cloud_config)
+    provider.check_arm_settings()  # no credentials: stop now, with one line, rather than run useless
     client = _service.kube_client(args)
-    provider = providers.get("azure", cloud_config=args.cloud_config)
     settings = controller.ControllerSettings(
         beta_labels=not args.no_beta_labels, workers=args.workers,
         informer=informer.InformerSettings(resync_period=args.resync_period))

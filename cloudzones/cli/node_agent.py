@@ -22,8 +22,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
                         help="this node's name (default: $NODE_NAME, set from spec.nodeName)")
     parser.add_argument("--provider", default="azure", choices=["azure", "aws", "gcp"], help="metadata service to read")
-    parser.add_argument("--imds-url", default=None, help="metadata endpoint override (tests, simulations)")
-    parser.add_argument("--interval", type=float, default=300.0, help="seconds between re-checks (default 300)")
+    parser.add_argument("--imds-url", type=_service.url, default=None,
+                        help="metadata endpoint override (tests, simulations)")
+    parser.add_argument("--interval", type=_service.seconds, default=300.0,
+                        help="seconds between re-checks (default 300)")
     parser.add_argument("--no-beta-labels", action="store_true", help="do not write failure-domain.beta.* labels")
     _service.add_kube_options(parser)
     _service.add_metrics_option(parser)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import ssl
 import threading
 from typing import Any
 
+from cloudzones import documents, errors
 from cloudzones.cli import _service
 from cloudzones.cli.output import summary
 from cloudzones.services.webhook import review, server
@@ -23,8 +25,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--tls-cert-file", required=True, metavar="PATH",
                         help="serving certificate (reloaded when it changes)")
     parser.add_argument("--tls-key-file", required=True, metavar="PATH", help="its private key")
-    parser.add_argument("--address", default="0.0.0.0", help="listen address")  # noqa: S104
-    parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
+    parser.add_argument("--address", type=_service.address, default="0.0.0.0", help="listen address")  # noqa: S104
+    parser.add_argument("--port", type=_service.port, default=8443, help="HTTPS port (default 8443)")
     parser.add_argument("--fail-closed", action="store_true",
                         help="deny PVs whose disk cannot be read (default: allow with a warning)")
     _service.add_metrics_option(parser, default=0)
@@ -38,10 +40,18 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     _service.stop_on_signals(stop)
     provider = azure.provider_from_options(cloud_config=args.cloud_config)
+    provider.check_arm_settings()  # no credentials: stop now rather than allow every PV unlabelled
     review_fn = functools.partial(review.review, labels_for_volume=provider.labels_for_volume,
                                   fail_closed=args.fail_closed)
-    srv = server.serve(host=args.address, port=args.port, cert_file=args.tls_cert_file, key_file=args.tls_key_file,
-                       review_fn=review_fn)
+    for flag, path in (("--tls-cert-file", args.tls_cert_file), ("--tls-key-file", args.tls_key_file)):
+        documents.read_text(path, what=flag, limit=1024 * 1024)  # missing, unreadable, a directory: one line
+    try:
+        srv = _service.listen(f"--port {args.port} on {args.address}", lambda: server.serve(
+            host=args.address, port=args.port, cert_file=args.tls_cert_file, key_file=args.tls_key_file,
+            review_fn=review_fn))
+    except ssl.SSLError as exc:
+        raise errors.UsageError(f"--tls-cert-file {args.tls_cert_file} and --tls-key-file {args.tls_key_file}: "
+                                f"not a certificate and its key ({exc.reason or exc})") from None
     health = _service.start_health(args, srv.metrics.registry, ready=lambda: True)
     stop.wait()
     srv.shutdown()

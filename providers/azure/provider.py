@@ -111,6 +111,15 @@ class AzureProvider:
 
         return self._client_for(networking.NetworkApi, subscription_id)
 
+    def check_arm_settings(self) -> None:
+        """Raise `ConfigError` now if ARM calls cannot work (no subscription, no credentials): services call this
+        at start-up, so that a broken cloud config stops them instead of failing every reconcile while healthy."""
+        if not self.config.subscription_id:
+            raise errors.ConfigError("no subscriptionId in the cloud config; ARM calls need one")
+        with self._apis_lock:
+            if self._credential is None:
+                self._credential = credentials.build_credential(self.config)
+
     def _client_for(self, kind: Callable[..., ApiT], subscription_id: str | None) -> ApiT:
         # One client per (kind, subscription), all sharing this provider's credential and throttle gate.
         sub = subscription_id or self.config.subscription_id
