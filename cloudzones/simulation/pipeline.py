@@ -94,8 +94,8 @@ def provision(world: World, progress: Progress) -> dict[str, Any]:
     rows, first_ok = [], None
     for index, claim in enumerate(scenario.claims):
         progress(f"provisioner: claim {index + 1}/{len(scenario.claims)}")
-        pvc = _claim_manifest(world, claim)
-        world.api.create("persistentvolumeclaims", pvc, namespace="default")
+        # Provision the claim as stored: a real API server assigns its own uid, which names the disk.
+        pvc = world.api.create("persistentvolumeclaims", _claim_manifest(world, claim), namespace="default")
         selected = world.api.get("nodes", claim.selected_node) if claim.selected_node else None
         row: dict[str, Any] = {"claim": claim.name, "storageClass": claim.storage_class,
                                "expectError": claim.expect_error, "statefulSet": claim.statefulset,
@@ -103,7 +103,8 @@ def provision(world: World, progress: Progress) -> dict[str, Any]:
         try:
             pv, choice = provisioner.provision_explained(pvc, classes[claim.storage_class], active_zones=active,
                                                          selected_node=selected)
-            world.api.create("persistentvolumes", pv)
+            # Report what the API server stored (a real one validates and may default fields).
+            pv = world.api.create("persistentvolumes", pv)
         except errors.CloudZonesError as exc:
             row.update(ok=False, rule=str(getattr(exc, "rule", "") or type(exc).__name__), error=str(exc))
             rows.append(row)
@@ -146,7 +147,7 @@ def admit_static_volumes(world: World, progress: Progress) -> dict[str, Any]:
             response = answer["response"]
             if response.get("patch"):
                 pv = jsonpatch.apply_patch(pv, json.loads(base64.b64decode(response["patch"])))
-            world.api.create("persistentvolumes", pv)
+            pv = world.api.create("persistentvolumes", pv)
             rows.append({"volume": volume["name"], "azure": "disk" in volume, "patched": bool(response.get("patch")),
                          "allowed": response["allowed"], "labels": pv["metadata"].get("labels", {}),
                          "affinity": pv["spec"].get("nodeAffinity")})
@@ -202,4 +203,4 @@ def run_all(world: World, progress: Progress) -> dict[str, Any]:
     return {"scenario": world.scenario.name, "region": world.scenario.region,
             "nodes": label_nodes(world, progress), "storage": provision(world, progress),
             "webhook": admit_static_volumes(world, progress), "workload": plan_workload(world, progress),
-            "kubeApi": {"patches": world.api.count("patch", "nodes")}}
+            "kubeApi": {"server": world.server, "patches": world.api.count("patch", "nodes")}}

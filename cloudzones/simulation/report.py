@@ -82,7 +82,7 @@ def checks(result: Mapping[str, Any], node_labels: Mapping[str, Mapping[str, str
 
 def tables(result: Mapping[str, Any], found: list[dict[str, Any]]) -> str:
     """The human-readable report."""
-    parts = [f"scenario {result['scenario']} in {result['region']}\n", "\nNODES\n",
+    parts = [f"scenario {result['scenario']} in {result['region']} on {result['kubeApi']['server']}\n", "\nNODES\n",
              output.table(result["nodes"]["rows"], ["node", "kind", "group", "zone", "faultDomain", "availabilityZone",
                                                     "nodeAgent"])]
     claims = [{**r, "zone": r.get("zone") or ("-" if r["ok"] else "ERROR"), "rule": r.get("rule", ""),
