@@ -71,9 +71,9 @@ def label_nodes(world: World, progress: Progress) -> dict[str, Any]:
             + sum(2 for m in world.scenario.machines if m.kind != "vmss")}
 
 
-def _claim_manifest(world: World, claim: Any) -> dict[str, Any]:
-    uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{world.scenario.name}/{claim.name}"))
-    meta: dict[str, Any] = {"name": claim.name, "namespace": "default", "uid": uid}
+def _claim_manifest(claim: Any) -> dict[str, Any]:
+    # No uid: the API server (fake or real) assigns one on create, and the disk is named after that one.
+    meta: dict[str, Any] = {"name": claim.name, "namespace": "default"}
     if claim.statefulset:
         # As the StatefulSet controller does with a PVC retention policy: the owner names the set exactly.
         meta["labels"] = {"app": claim.statefulset}
@@ -95,7 +95,7 @@ def provision(world: World, progress: Progress) -> dict[str, Any]:
     for index, claim in enumerate(scenario.claims):
         progress(f"provisioner: claim {index + 1}/{len(scenario.claims)}")
         # Provision the claim as stored: a real API server assigns its own uid, which names the disk.
-        pvc = world.api.create("persistentvolumeclaims", _claim_manifest(world, claim), namespace="default")
+        pvc = world.api.create("persistentvolumeclaims", _claim_manifest(claim), namespace="default")
         selected = world.api.get("nodes", claim.selected_node) if claim.selected_node else None
         row: dict[str, Any] = {"claim": claim.name, "storageClass": claim.storage_class,
                                "expectError": claim.expect_error, "statefulSet": claim.statefulset,
