@@ -258,3 +258,25 @@ class TestAnnotatorHooks:
             assert labeller.node_labels("nobody") is None
         finally:
             labeller.stop()
+
+
+class TestReadiness:
+    """/readyz of the controller: not ready before the first list, nor while ARM refuses our credentials."""
+
+    def test_credentials_refused_then_recovered(self, api: FakeKubeApi, client: kube.KubeClient, arm: FakeArm) -> None:
+        """A 403 from ARM makes readiness name the refusal; the next successful lookup clears it."""
+        api.create("nodes", node("a", f"{PID}/virtualMachines/vm-1"))
+        clock = FakeClock()
+        labeller = controller.NodeLabeler(client, provider(arm, clock), clock=clock)
+        assert labeller.readiness() == "the node informer has not finished its first list"
+        synced(labeller)
+        try:
+            arm.fail_next(1, status=403)
+            assert drain(labeller) == ["retry"]
+            assert labeller.readiness().startswith("every zone lookup fails for a configuration reason")
+            clock.advance(5)
+            labeller.requeue_due()
+            assert drain(labeller, first_timeout=0.5) == ["patched"]
+            assert labeller.readiness() == ""
+        finally:
+            labeller.stop()

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter
 
 from cloudzones import errors, kube, labels
-from cloudzones.services import health, nodeagent
+from cloudzones.services import nodeagent
 from cloudzones.testing.azure import FakeImds
 from cloudzones.testing.kubeapi import FakeKubeApi
 from providers.azure import AzureConfig, AzureProvider
@@ -79,30 +77,3 @@ class TestNodeAgent:
         events = api.list("events", namespace="default")
         assert [e["reason"] for e in events] == ["ZoneUnresolved"]
 
-
-class TestHealthServer:
-    """The plain-HTTP probe and metrics port."""
-
-    def test_endpoints(self) -> None:
-        """/metrics has our counters; /readyz follows ready(); unknown paths 404."""
-        registry = CollectorRegistry()
-        Counter("cloudzones_test_things", "things", registry=registry).inc(3)
-        ready = {"value": False}
-        server = health.HealthServer(("127.0.0.1", 0), registry=registry, ready=lambda: ready["value"]).start()
-        try:
-            def get(path: str) -> tuple[int, str]:
-                try:
-                    with urllib.request.urlopen(f"{server.url}{path}", timeout=5) as response:
-                        return response.status, response.read().decode()
-                except urllib.error.HTTPError as exc:
-                    with exc:
-                        return exc.code, exc.read().decode()
-
-            status, body = get("/metrics")
-            assert status == 200 and "cloudzones_test_things_total 3.0" in body
-            assert get("/readyz")[0] == 503
-            ready["value"] = True
-            assert get("/readyz")[0] == 200 and get("/healthz")[0] == 200 and get("/nope")[0] == 404
-        finally:
-            server.shutdown()
-            server.server_close()

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     agent = nodeagent.NodeAgent(client, provider, args.node_name,
                                 settings=nodeagent.AgentSettings(interval=args.interval,
                                                                  beta_labels=not args.no_beta_labels))
-    health = _service.start_health(args, agent.registry, ready=agent.labelled.is_set)
+    health = _service.start_health(args, agent.registry, ready=agent.readiness)
     worker = threading.Thread(target=agent.run, name="node-agent", daemon=True)
     worker.start()
     stop.wait()

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     except ssl.SSLError as exc:
         raise errors.UsageError(f"--tls-cert-file {args.tls_cert_file} and --tls-key-file {args.tls_key_file}: "
                                 f"not a certificate and its key ({exc.reason or exc})") from None
-    health = _service.start_health(args, srv.metrics.registry, ready=lambda: True)
+    health = _service.start_health(args, srv.metrics.registry, ready=lambda: "")
     stop.wait()
     srv.shutdown()
     srv.server_close()

@@ -45,6 +45,11 @@ class ControllerSettings:
     informer: informer.InformerSettings = dataclasses.field(default_factory=informer.InformerSettings)
 
 
+def _is_configuration(exc: Exception) -> bool:
+    """Failures no retry can fix: a bad setting, or ARM refusing our credentials (401/403)."""
+    return isinstance(exc, errors.ConfigError) or (isinstance(exc, errors.CloudApiError) and exc.status in (401, 403))
+
+
 class ControllerMetrics:
     """Prometheus metrics of one controller."""
 
@@ -78,6 +83,8 @@ class NodeLabeler:
             client, kube.NODES, project=nodelabels.project, queue=self.queue, settings=self.settings.informer,
             stop=self.stop_event, on_add=notify, on_update=notify)
         self.metrics = ControllerMetrics(registry or CollectorRegistry())
+        self.config_problem = ""
+        """The last failure that no retry can fix (bad credentials, a bad setting), until a lookup succeeds."""
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         calls = getattr(provider, "arm_calls", None)
         if calls is not None:
@@ -137,10 +144,21 @@ class NodeLabeler:
     def _succeeded(self, name: str) -> None:
         self.retries.forget(name)
         self._failing.pop(name, None)
+        self.config_problem = ""
+
+    def readiness(self) -> str:
+        """``""`` when this replica can do its work; else why not (for ``/readyz``)."""
+        if not self.informer.synced.is_set():
+            return "the node informer has not finished its first list"
+        if self.config_problem:
+            return f"every zone lookup fails for a configuration reason since the last success: {self.config_problem}"
+        return ""
 
     def _failed(self, view: nodelabels.NodeView, reason: str, exc: Exception, *, retry_after: float | None = None,
                 event: bool = True) -> str:
         self.metrics.resolve_errors.labels(reason).inc()
+        if _is_configuration(exc):
+            self.config_problem = str(exc)
         delay = self.retries.schedule(view.name, retry_after=retry_after)
         message = f"cannot resolve the zone of node {view.name}: {exc}"
         log.warning("%s; retrying in %.0fs", message, delay)

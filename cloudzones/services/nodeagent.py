@@ -52,6 +52,8 @@ class NodeAgent:
         self.labelled = threading.Event()
         """Set once the node has been seen correctly labelled."""
         self._topology: Topology | None = None
+        self.last_problem = ""
+        """Why the last check failed (``""`` after a success)."""
 
     def check_once(self) -> str:
         """Read IMDS (once per process: a VM does not change zones) and fix the node's labels; says what happened."""
@@ -69,17 +71,29 @@ class NodeAgent:
         log.info("labelled node %s: %s", self.node_name, patch["metadata"]["labels"])
         return "patched"
 
+    def readiness(self) -> str:
+        """``""`` once the node has been seen correctly labelled; else why not (for ``/readyz``).
+
+        A node agent that cannot read its IMDS stays not ready on purpose: a DaemonSet rollout then stops
+        at the first node instead of replacing working agents with useless ones.
+        """
+        if self.labelled.is_set():
+            return ""
+        return self.last_problem or "the node has not been labelled yet"
+
     def run(self) -> None:
         """Check now, then every ``interval``; on failure retry with backoff and post an Event on the node."""
         failures = 0
         while not self.stop_event.is_set():
             try:
                 self.check_once()
+                self.last_problem = ""
                 failures = 0
                 wait = self.settings.interval
             except errors.CloudZonesError as exc:
                 failures += 1
                 self.failures.labels(type(exc).__name__).inc()
+                self.last_problem = f"cannot label node {self.node_name}: {exc}"
                 wait = self.settings.retry.delay(failures, rand=self._rand,
                                                  retry_after=getattr(exc, "retry_after", None))
                 log.warning("cannot label node %s: %s; retrying in %.0fs", self.node_name, exc, wait)
