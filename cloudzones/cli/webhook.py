@@ -12,7 +12,7 @@ from typing import Any
 from cloudzones import documents, errors
 from cloudzones.cli import _service
 from cloudzones.cli.output import summary
-from cloudzones.services.webhook import review, server
+from cloudzones.services.webhook import budget, review, server
 
 log = logging.getLogger("cloudzones.services.webhook")
 
@@ -27,6 +27,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--tls-key-file", required=True, metavar="PATH", help="its private key")
     parser.add_argument("--address", type=_service.address, default="0.0.0.0", help="listen address")  # noqa: S104
     parser.add_argument("--port", type=_service.port, default=8443, help="HTTPS port (default 8443)")
+    parser.add_argument("--review-budget", type=_service.seconds, default=3.0, metavar="SECONDS",
+                        help="longest a review may wait for Azure before answering anyway (default 3; keep it "
+                             "below the webhook's timeoutSeconds, 5 in deploy/)")
     parser.add_argument("--fail-closed", action="store_true",
                         help="deny PVs whose disk cannot be read (default: allow with a warning)")
     _service.add_metrics_option(parser, default=0)
@@ -41,8 +44,8 @@ def run(args: argparse.Namespace) -> int:
     _service.stop_on_signals(stop)
     provider = azure.provider_from_options(cloud_config=args.cloud_config)
     provider.check_arm_settings()  # no credentials: stop now rather than allow every PV unlabelled
-    review_fn = functools.partial(review.review, labels_for_volume=provider.labels_for_volume,
-                                  fail_closed=args.fail_closed)
+    lookup = budget.Budgeted(provider.labels_for_volume, seconds=args.review_budget)
+    review_fn = functools.partial(review.review, labels_for_volume=lookup, fail_closed=args.fail_closed)
     for flag, path in (("--tls-cert-file", args.tls_cert_file), ("--tls-key-file", args.tls_key_file)):
         documents.read_text(path, what=flag, limit=1024 * 1024)  # missing, unreadable, a directory: one line
     try:

@@ -36,7 +36,9 @@ def parse(body: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
-            raise MalformedReview(f"body is not JSON: {exc}") from exc
+            raise MalformedReview(f"body is not JSON: {str(exc)[:200]}") from exc
+        except RecursionError:
+            raise MalformedReview("body is nested too deeply to be an AdmissionReview") from None
     else:
         data = body
     if not isinstance(data, Mapping):

@@ -1,0 +1,194 @@
+"""The webhook against hostile clients and a silent cloud: answers within its budget, JSON errors, bounded costs."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from cloudzones import errors
+from cloudzones.services.webhook import budget, review
+from cloudzones.services.webhook import server as webhook_server
+from cloudzones.testing.tls import TlsFiles, make_tls_files
+from tests.conftest import fixture_text
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    """One certificate pair for the module."""
+    return make_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+def start(tls: TlsFiles, review_fn: Any = None, **limits: Any) -> webhook_server.WebhookServer:
+    """A webhook server on a free loopback port with the given limits."""
+    def allow(body: bytes) -> dict[str, Any]:
+        return review.review(body, labels_for_volume=lambda pv: {})
+
+    return webhook_server.serve(host="127.0.0.1", port=0, cert_file=str(tls.cert_file), key_file=str(tls.key_file),
+                                review_fn=review_fn or allow, limits=webhook_server.ServerLimits(**limits))
+
+
+@pytest.fixture
+def running(tls: TlsFiles) -> Iterator[webhook_server.WebhookServer]:
+    """A server with short limits so the tests stay fast."""
+    server = start(tls, request_seconds=1.0, idle_seconds=5.0, connections=4)
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def connect(server: webhook_server.WebhookServer, ca: pathlib.Path) -> ssl.SSLSocket:
+    """A TLS connection to the server."""
+    host, port = server.server_address[:2]
+    context = ssl.create_default_context(cafile=str(ca))
+    raw = socket.create_connection((str(host), port), timeout=10)
+    return context.wrap_socket(raw, server_hostname="127.0.0.1")
+
+
+def exchange(sock: ssl.SSLSocket, data: bytes) -> tuple[int, dict[str, Any]]:
+    """Send raw bytes, read one response (Content-Length framed); status and JSON body."""
+    sock.sendall(data)
+    buffer = b""
+    while b"\r\n\r\n" not in buffer:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed before a response: {buffer!r}"
+        buffer += chunk
+    head, _, body = buffer.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    length = int(next(v for k, _, v in (line.partition(": ") for line in lines[1:]) if k.lower() == "content-length"))
+    while len(body) < length:
+        body += sock.recv(65536)
+    assert "application/json" in head.decode().lower()
+    return int(lines[0].split()[1]), json.loads(body[:length])
+
+
+REVIEW = fixture_text("admission/pv-create-azuredisk.json").encode()
+
+
+class TestBudget:
+    """A silent cloud does not hold a review past its budget."""
+
+    def test_silent_arm_answers_within_budget(self) -> None:
+        """A lookup that never returns: the review is allowed with a warning after the budget, not 150 s later."""
+        release = threading.Event()
+        silent = budget.Budgeted(lambda pv: release.wait(60) and {}, seconds=0.3)  # type: ignore[arg-type,return-value]
+        try:
+            started = time.monotonic()
+            answer = review.review(REVIEW, labels_for_volume=silent)
+            elapsed = time.monotonic() - started
+        finally:
+            release.set()
+            silent.close()
+        assert elapsed < 1.0 and answer["response"]["allowed"] is True
+        assert "no answer from Azure within the 0.3 s review budget" in answer["response"]["warnings"][0]
+        assert silent.overruns == 1
+
+    def test_fail_closed_denies(self) -> None:
+        """With --fail-closed an over-budget lookup is a denial saying why."""
+        release = threading.Event()
+        silent = budget.Budgeted(lambda pv: release.wait(60) and {}, seconds=0.2)  # type: ignore[arg-type,return-value]
+        try:
+            answer = review.review(REVIEW, labels_for_volume=silent, fail_closed=True)
+        finally:
+            release.set()
+            silent.close()
+        assert answer["response"]["allowed"] is False and "review budget" in answer["response"]["status"]["message"]
+
+    def test_fast_lookup_passes_through(self) -> None:
+        """Within the budget the lookup's labels are used."""
+        def labels(pv: Mapping[str, Any]) -> Mapping[str, str]:
+            return {"topology.kubernetes.io/zone": "eastus-1", "topology.kubernetes.io/region": "eastus"}
+
+        fast = budget.Budgeted(labels, seconds=2)
+        try:
+            assert "patch" in review.review(REVIEW, labels_for_volume=fast)["response"]
+        finally:
+            fast.close()
+
+    def test_zero_budget_refused(self) -> None:
+        """A budget of 0 is a configuration error."""
+        with pytest.raises(errors.ConfigError):
+            budget.Budgeted(lambda pv: {}, seconds=0)
+
+
+class TestHostileRequests:
+    """Malformed framing and bodies get JSON errors; the connection is never confused."""
+
+    def test_deeply_nested_json_is_400(self, running: webhook_server.WebhookServer, tls: TlsFiles) -> None:
+        """100,000 nested arrays: 400 saying so, not a 500."""
+        body = b"[" * 100_000 + b"]" * 100_000
+        with connect(running, tls.ca_file) as sock:
+            status, answer = exchange(sock, b"POST /mutate-pv HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert status == 400 and "nested too deeply" in answer["error"]
+
+    def test_chunked_is_411_and_not_a_second_request(self, running: webhook_server.WebhookServer,
+                                                     tls: TlsFiles) -> None:
+        """A chunked body is refused with 411 and the connection closed (its bytes are never parsed as a request)."""
+        chunk = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        body = b"%x\r\n" % len(chunk) + chunk + b"\r\n0\r\n\r\n"
+        with connect(running, tls.ca_file) as sock:
+            status, answer = exchange(sock, b"POST /mutate-pv HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                      + body)
+            assert status == 411 and "Content-Length" in answer["error"]
+            sock.settimeout(5)
+            assert sock.recv(1024) == b""  # closed: no second answer
+
+    @pytest.mark.parametrize("method", ["DELETE", "PUT", "PATCH", "FROB"])
+    def test_other_methods_get_json(self, running: webhook_server.WebhookServer, tls: TlsFiles, method: str) -> None:
+        """Unknown methods answer 501 with a JSON body, not an HTML page."""
+        with connect(running, tls.ca_file) as sock:
+            status, answer = exchange(sock, f"{method} /mutate-pv HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert status == 501 and answer["code"] == 501
+
+
+class TestConnectionLimits:
+    """Slow and numerous clients cost a bounded amount."""
+
+    def test_slowloris_is_cut_off(self, running: webhook_server.WebhookServer, tls: TlsFiles) -> None:
+        """Headers trickled slower than the request deadline: the connection is closed near the deadline."""
+        with connect(running, tls.ca_file) as sock:
+            sock.sendall(b"POST /mutate-pv HTTP/1.1\r\n")
+            started = time.monotonic()
+            closed = False
+            for _ in range(20):  # a header byte every 0.2 s, each within the per-read timeout
+                try:
+                    sock.sendall(b"X")
+                except OSError:
+                    closed = True
+                    break
+                sock.settimeout(0.2)
+                try:
+                    if sock.recv(1) == b"":
+                        closed = True
+                        break
+                except (TimeoutError, ssl.SSLError, OSError):
+                    pass
+        assert closed and time.monotonic() - started < 2.5
+
+    def test_connection_cap(self, running: webhook_server.WebhookServer, tls: TlsFiles) -> None:
+        """Over the cap, a new connection is closed at once; the ones within it still work."""
+        held = [connect(running, tls.ca_file) for _ in range(4)]
+        try:
+            for sock in held:
+                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+            extra_refused = False
+            try:
+                with connect(running, tls.ca_file) as extra:
+                    extra.settimeout(5)
+                    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    extra_refused = extra.recv(1024) == b""
+            except (ssl.SSLError, OSError):
+                extra_refused = True
+            assert extra_refused and running.refused_connections >= 1
+        finally:
+            for sock in held:
+                sock.close()
