@@ -23,7 +23,7 @@ CONTROLLER, NODE_AGENT, WEBHOOK = "cloudzones-controller", "cloudzones-node-agen
 # The modules whose Kubernetes calls each ServiceAccount makes (the annotator's only with --annotate-pods).
 SERVICE_ACCOUNT_MODULES: dict[str, tuple[str, ...]] = {
     CONTROLLER: ("cloudzones/services/controller.py", "cloudzones/kube/leader.py", "cloudzones/kube/events.py"),
-    NODE_AGENT: ("cloudzones/services/nodeagent.py",),
+    NODE_AGENT: ("cloudzones/services/nodeagent.py", "cloudzones/kube/events.py"),
     WEBHOOK: (),
 }
 ANNOTATOR_MODULES = ("cloudzones/services/annotator.py",)
@@ -105,13 +105,22 @@ class TestRbac:
             assert granted(with_annotator, account) == used_by(SERVICE_ACCOUNT_MODULES[account])
 
     def test_pods_only_with_annotator(self, base: list[dict[str, Any]], with_annotator: list[dict[str, Any]]) -> None:
-        """Pod rights live only in the annotator's ClusterRole, which holds exactly its pod calls."""
+        """Pod rights live only in the annotator's ClusterRole: exactly its pod calls, and Events on the pods."""
         assert not any(r[1].startswith("pods") for a in SERVICE_ACCOUNT_MODULES for r in granted(base, a))
         role = find(with_annotator, "ClusterRole", "cloudzones-pod-annotator")
         rules = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
                  for v in rule["verbs"]}
-        assert rules == {c for c in used_by(ANNOTATOR_MODULES) if c[1].startswith("pods")}
-        assert {("", "pods", v) for v in ("get", "list", "watch", "patch")} == rules
+        assert rules == {c for c in used_by(ANNOTATOR_MODULES) if c[1].startswith("pods")} | {("", "events", "create")}
+        assert {("", "pods", v) for v in ("get", "list", "watch", "patch")} | {("", "events", "create")} == rules
+
+    def test_node_events_only_in_default(self, base: list[dict[str, Any]]) -> None:
+        """Without the annotator, Events may be created only in "default" (where Events on nodes live)."""
+        for role in (d for d in base if d["kind"] in ("Role", "ClusterRole")):
+            if any("events" in rule["resources"] for rule in role["rules"]):
+                assert (role["kind"], role["metadata"].get("namespace")) == ("Role", "default")
+        binding = find(base, "RoleBinding", "cloudzones-node-events")
+        assert binding["metadata"]["namespace"] == "default"
+        assert {s["name"] for s in binding["subjects"]} == {CONTROLLER, NODE_AGENT}
 
     def test_leases_namespaced(self, with_annotator: list[dict[str, Any]]) -> None:
         """Lease rights come from a Role in cloudzones-system, never a ClusterRole."""
@@ -173,11 +182,14 @@ class TestManifests:
             model.model_validate(doc)
 
     def test_namespace(self, with_annotator: list[dict[str, Any]]) -> None:
-        """Everything namespaced is in cloudzones-system, which the manifests create; names are unique."""
+        """Namespaced objects are in cloudzones-system (created here) but node-Event rights in "default"; unique names."""
         assert find(with_annotator, "Namespace", NAMESPACE)
         cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+        in_default = {("Role", "cloudzones-node-events"), ("RoleBinding", "cloudzones-node-events")}
         for doc in with_annotator:
-            assert doc["metadata"].get("namespace") == (None if doc["kind"] in cluster_scoped else NAMESPACE), doc
+            want = (None if doc["kind"] in cluster_scoped else
+                    "default" if (doc["kind"], doc["metadata"]["name"]) in in_default else NAMESPACE)
+            assert doc["metadata"].get("namespace") == want, doc
         ids = [(d["kind"], d["metadata"]["name"]) for d in with_annotator]
         assert len(ids) == len(set(ids))
 
