@@ -193,7 +193,56 @@ BY_KIND: dict[str, dict[str, Any]] = {
     "Node": NODE, "Pod": POD, "PersistentVolumeClaim": PVC, "PersistentVolume": PV, "StorageClass": STORAGE_CLASS,
     "StatefulSet": STATEFUL_SET,
 }
-"""The schema of each core kind we read; custom resources are checked by their planners."""
+"""The schema of each kind we read (Longhorn objects are checked by the locality planner)."""
+
+
+# -- custom resources the planners read --------------------------------------------------------------
+LONGHORN_VOLUME: dict[str, Any] = {
+    "metadata": METADATA,
+    "spec": {"numberOfReplicas": (int, str), "dataLocality": str, "size": QUANTITY, "diskSelector": ListOf(str),
+             "nodeSelector": ListOf(str), "nodeID": str},
+    "status": {"currentNodeID": str, "actualSize": QUANTITY},
+}
+LONGHORN_REPLICA: dict[str, Any] = {
+    "metadata": METADATA,
+    "spec": {"volumeName": str, "nodeID": str, "diskID": str, "healthyAt": str, "failedAt": str},
+}
+LONGHORN_NODE: dict[str, Any] = {
+    "metadata": METADATA,
+    "spec": {"allowScheduling": bool, "tags": ListOf(str),
+             "disks": MapOf({"allowScheduling": bool, "evictionRequested": bool, "storageReserved": QUANTITY,
+                             "tags": ListOf(str)})},
+    "status": {"zone": str, "conditions": ListOf({"type": str, "status": str}),
+               "diskStatus": MapOf({"storageAvailable": QUANTITY, "storageMaximum": QUANTITY,
+                                    "storageScheduled": QUANTITY, "diskUUID": str})},
+}
+LONGHORN_INPUT: dict[str, Any] = {
+    "volumes": ListOf(LONGHORN_VOLUME), "replicas": ListOf(LONGHORN_REPLICA), "nodes": ListOf(LONGHORN_NODE),
+    "storageClass": STORAGE_CLASS, "settings": MapOf(ANY),
+}
+"""The single-mapping form of ``cloudzones plan locality -f``."""
+SNAPSHOT: dict[str, Any] = {
+    "nodes": ListOf(NODE), "pods": ListOf(POD), "persistentVolumeClaims": ListOf(PVC),
+    "persistentVolumes": ListOf(PV), "foundationDBClusters": ListOf({"metadata": METADATA, "spec": MapOf(ANY)}),
+}
+"""The single-mapping form of a ``cloudzones plan outage`` snapshot."""
+LOKI_STACK: dict[str, Any] = {
+    "metadata": METADATA,
+    # Numbers are left to the planner's own rules (factor-invalid, zone-max-skew, replicas-invalid).
+    "spec": {"size": str, "replicationFactor": ANY,
+             "replication": {"factor": ANY, "zones": ListOf({"topologyKey": ANY, "maxSkew": ANY})},
+             "template": MapOf({"replicas": ANY, "nodeSelector": MapOf(str),
+                                "tolerations": ListOf({"key": str, "operator": str, "value": str, "effect": str})})},
+}
+FDB_CLUSTER: dict[str, Any] = {
+    "metadata": METADATA,
+    "spec": {"version": str, "databaseConfiguration": MapOf(ANY), "processCounts": MapOf(ANY),
+             "localities": ListOf({"key": str, "value": str, "envValue": str, "topologyKey": str}),
+             "coordinatorSelection": ListOf(MapOf(ANY)), "processes": MapOf(ANY)},
+    "processes": ListOf({"id": str, "processClass": str, "node": str, "env": MapOf(ANY), "version": str,
+                         "excluded": bool}),
+}
+BY_KIND.update({"LokiStack": LOKI_STACK, "FoundationDBCluster": FDB_CLUSTER})
 
 
 def check_manifest(manifest: Mapping[str, Any], path: str = "") -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from cloudzones import documents, errors
+from cloudzones import documents, errors, shapes
 from cloudzones.cli import output
 from cloudzones.cli.output import summary
 from cloudzones.workloads import coordinators, findings, locality, outage, replication, zoneinject
@@ -87,6 +87,10 @@ def _locality(args: argparse.Namespace) -> int:
     for doc in _documents(args.file):
         kind = doc.get("kind")
         if kind is None:
+            try:
+                shapes.check(doc, shapes.LONGHORN_INPUT)
+            except shapes.ShapeError as exc:
+                raise documents.InputError(f"{args.file}: {exc}") from None
             for key in ("volumes", "replicas", "nodes"):
                 parts[key] += list(doc.get(key) or [])
             parts["storageClass"] = doc.get("storageClass") or parts["storageClass"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudzones import labels
+from cloudzones import labels, shapes
 from cloudzones.placement import selectors
 from cloudzones.workloads import findings
 
@@ -83,6 +83,14 @@ def positive_int(value: Any, where: str, subject: str = "", *, rule: str = "not-
         raise findings.invalid(rule, f"{where} is {value!r:.40}, more than the {maximum:,} this planner accepts",
                                subject)
     return number
+
+
+def shaped(value: Any, schema: shapes.Schema, where: str = "", subject: str = "") -> None:
+    """Check ``value`` against ``schema``; a wrong type is `InvalidWorkloadSpec` naming its path."""
+    try:
+        shapes.check(value, schema, where)
+    except shapes.ShapeError as exc:
+        raise findings.invalid("shape", str(exc), subject) from None
 
 
 def mapping(value: Any, where: str, subject: str = "") -> Mapping[str, Any]:

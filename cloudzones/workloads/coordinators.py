@@ -21,7 +21,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudzones import errors, placement
+from cloudzones import errors, placement, shapes
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import fdblocality as loc
 from cloudzones.workloads import findings as f
@@ -132,6 +132,8 @@ def plan(manifest: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *,
     may then hold several coordinators, which is reported as a warning. Raises
     `InvalidWorkloadSpec` only for a malformed manifest.
     """
+    m.shaped(manifest, shapes.FDB_CLUSTER)
+    m.shaped(list(nodes), shapes.ListOf(shapes.NODE), "nodes")
     name = m.name_of(manifest) or "fdb"
     spec = m.mapping(manifest.get("spec"), "spec", name)
     config = m.mapping(spec.get("databaseConfiguration"), "spec.databaseConfiguration", name)

@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudzones import errors, labels, placement
+from cloudzones import errors, labels, placement, shapes
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import findings as f
 
@@ -125,6 +125,13 @@ def plan(volumes: Sequence[Mapping[str, Any]], replicas: Sequence[Mapping[str, A
          nodes: Sequence[Mapping[str, Any]], *, storage_class: Mapping[str, Any] | None = None,
          settings: Mapping[str, Any] | None = None, kube_nodes: Sequence[Mapping[str, Any]] = ()) -> LocalityPlan:
     """One `VolumePlan` per volume (``nodes`` are Longhorn Node objects; ``kube_nodes`` only add zones)."""
+    # A malformed volume is a finding of its own (the others are still planned): checked in _plan_volume.
+    m.shaped(list(volumes), shapes.ListOf(shapes.MapOf(shapes.ANY)), "volumes")
+    for where, items, schema in (("replicas", replicas, shapes.LONGHORN_REPLICA), ("nodes", nodes,
+                                  shapes.LONGHORN_NODE), ("kube nodes", kube_nodes, shapes.NODE)):
+        m.shaped(list(items), shapes.ListOf(schema), where)
+    m.shaped(storage_class, shapes.STORAGE_CLASS, "storageClass")
+    m.shaped(settings, shapes.MapOf(shapes.ANY), "settings")
     options = dict(settings or {})
     default = str(options.get(DEFAULT_SETTING) or "disabled")
     over = m.positive_int(options.get("storage-over-provisioning-percentage", 100),
@@ -154,6 +161,7 @@ def _plan_volume(volume: Mapping[str, Any], all_replicas: Sequence[Mapping[str, 
     try:
         spec = m.mapping(volume.get("spec"), "spec", name)
         status = m.mapping(volume.get("status"), "status", name)
+        m.shaped(volume, shapes.LONGHORN_VOLUME, "", name)
     except errors.InvalidWorkloadSpec as exc:
         return VolumePlan(name, "", "", "", (), reason=exc.findings[0].message, findings=exc.findings)
     engine = str(status.get("currentNodeID") or spec.get("nodeID") or "")

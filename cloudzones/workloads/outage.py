@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudzones import labels, placement
+from cloudzones import labels, placement, shapes
 from cloudzones.placement import selectors
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import findings as f
@@ -132,6 +132,7 @@ def snapshot_from_documents(documents: Sequence[Any]) -> dict[str, list[Mapping[
         elif doc.get("kind") in kinds:
             result[kinds[str(doc["kind"])]].append(doc)
         elif any(key in doc for key in SNAPSHOT_KEYS) and "kind" not in doc:
+            m.shaped(doc, shapes.SNAPSHOT)
             for key in SNAPSHOT_KEYS:
                 result[key].extend(m.sequence(doc.get(key), key))
         else:

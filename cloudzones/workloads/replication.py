@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudzones import errors, labels, placement
+from cloudzones import errors, labels, placement, shapes
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import findings as f
 from cloudzones.workloads import zoneinject
@@ -177,6 +177,8 @@ def plan(manifest: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *, zon
 
     Raises `InvalidWorkloadSpec` only for a malformed manifest; broken rules become error findings.
     """
+    m.shaped(manifest, shapes.LOKI_STACK, subject=m.name_of(manifest) if isinstance(manifest, Mapping) else "")
+    m.shaped(list(nodes), shapes.ListOf(shapes.NODE), "nodes")
     spec, found = parse_spec(manifest)
     m.node_names(nodes)
     keys = spec.topology_keys
