@@ -117,3 +117,14 @@ class TestZoneRefusals:
         path.write_text(json.dumps({"compute": compute}))
         assert main(["zone", "--imds-document", str(path)]) == 1
         assert message in capsys.readouterr().err
+
+
+class TestHelpSaysExitCodes:
+    """Every command's --help ends with the exit codes."""
+
+    @pytest.mark.parametrize("argv", [[], ["zone"], ["plan", "outage"], ["lb", "plan"], ["controller"], ["simulate"]])
+    def test_epilog(self, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+        """The epilog names 0, 1 and 2."""
+        with pytest.raises(SystemExit):
+            main([*argv, "--help"])
+        assert "exit codes: 0 ok, 1 failure or error finding (one line on stderr), 2 usage error" in capsys.readouterr().out

@@ -40,10 +40,14 @@ def _add_log_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None
                         help="log line format (default text)")
 
 
+EXIT_CODES = "exit codes: 0 ok, 1 failure or error finding (one line on stderr), 2 usage error"
+
+
 class _CommandParser(argparse.ArgumentParser):
     """A subcommand's parser: it takes the global log options too (nested subcommands inherit the class)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", EXIT_CODES)
         super().__init__(*args, **kwargs)
         _add_log_options(self, defaults=False)
 
@@ -52,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="cloudzones", description="Zone-aware Kubernetes on Azure: node and volume zone labels, zoned disks, "
-                                       "replica placement. Global options may also follow the command.")
+                                       "replica placement. Global options may also follow the command.",
+        epilog=EXIT_CODES)
     _add_log_options(parser, defaults=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                        parser_class=_CommandParser)
