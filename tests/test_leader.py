@@ -267,3 +267,22 @@ class TestTimes:
     def test_format(self) -> None:
         """MicroTime has six fraction digits and Z."""
         assert leader.format_micro_time(START) == "2024-05-01T12:00:00.000000Z"
+
+
+class TestProblem:
+    """The elector says why it cannot take part, for the controller's /readyz."""
+
+    def test_refused_then_allowed(self, api: FakeKubeApi, client: kube.KubeClient, clock: Clock) -> None:
+        """A 403 on the Lease sets problem; the next attempt that can read and write clears it."""
+        elector = _elector(client, clock, "a")
+        api.fail_next("get", "leases", status=403)
+        assert not elector.try_acquire_or_renew()
+        assert elector.problem.startswith("cannot read the lease")
+        assert elector.try_acquire_or_renew() and elector.problem == ""
+
+    def test_create_refused(self, api: FakeKubeApi, client: kube.KubeClient, clock: Clock) -> None:
+        """A Lease that cannot be created (403) is a problem until a later attempt creates it."""
+        elector = _elector(client, clock, "a")
+        api.fail_next("create", "leases", status=403)
+        assert not elector.try_acquire_or_renew() and elector.problem.startswith("cannot create the lease")
+        assert elector.try_acquire_or_renew() and elector.problem == ""

@@ -67,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
                                        namespace=args.leader_election_namespace,
                                        on_started_leading=lambda: leading(True),
                                        on_stopped_leading=lambda: leading(False))
-    health = _service.start_health(args, labeller.metrics.registry, ready=labeller.readiness)
+    health = _service.start_health(
+        args, labeller.metrics.registry,
+        ready=lambda: labeller.readiness() or (elector.problem if elector else ""))
     labeller.start(leading=elector is None)
     if elector is None and pods is not None:
         pods.start()

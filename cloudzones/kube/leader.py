@@ -92,6 +92,8 @@ class LeaderElector:
         self.leading = threading.Event()
         """Set while `run` considers us the leader."""
         self.observed_holder = ""
+        self.problem = ""
+        """Why the last attempt could not read or write the Lease (403, 404 namespace...), ``""`` when it could."""
         """The holder seen in the Lease at the last attempt."""
 
     # -- one step ------------------------------------------------------------------------------
@@ -104,12 +106,14 @@ class LeaderElector:
     def try_acquire_or_renew(self) -> bool:
         """Take the Lease if it is free, renew it if it is ours; True when we hold it now."""
         now = self._clock()
+        self.problem = ""
         try:
             lease = self.client.get(kube.LEASES, self.name, namespace=self.namespace)
         except errors.KubeNotFound:
             return self._create(now)
         except errors.KubeApiError as exc:
             logger.warning("cannot read the lease %s/%s: %s", self.namespace, self.name, exc)
+            self.problem = f"cannot read the lease {self.namespace}/{self.name}: {exc}"
             return False
         spec = dict(lease.get("spec") or {})
         holder = str(spec.get("holderIdentity") or "")
@@ -129,6 +133,7 @@ class LeaderElector:
             return False
         except errors.KubeApiError as exc:
             logger.warning("cannot write the lease %s/%s: %s", self.namespace, self.name, exc)
+            self.problem = f"cannot write the lease {self.namespace}/{self.name}: {exc}"
             return False
         if holder != self.identity:
             logger.info("%s acquired the lease %s/%s (was %r)", self.identity, self.namespace, self.name, holder)
@@ -204,8 +209,12 @@ class LeaderElector:
         }
         try:
             self.client.create(kube.LEASES, body, namespace=self.namespace)
-        except errors.KubeApiError as exc:  # AlreadyExists: another candidate created it first
-            logger.info("cannot create the lease %s/%s: %s", self.namespace, self.name, exc)
+        except errors.KubeAlreadyExists:
+            logger.info("another candidate created the lease %s/%s first", self.namespace, self.name)
+            return False
+        except errors.KubeApiError as exc:
+            logger.warning("cannot create the lease %s/%s: %s", self.namespace, self.name, exc)
+            self.problem = f"cannot create the lease {self.namespace}/{self.name}: {exc}"
             return False
         logger.info("%s created and holds the lease %s/%s", self.identity, self.namespace, self.name)
         self._last_renew = now
