@@ -123,6 +123,8 @@ class Service:
             code = self.process.wait()
         self._reader.join(10)
         self._watchdog.cancel()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
         return code
 
     def __enter__(self) -> Service:

@@ -163,8 +163,9 @@ class WebhookServer(http.server.ThreadingHTTPServer):
         self.limits = limits or ServerLimits()
         self._slots = threading.BoundedSemaphore(self.limits.connections)
         self.refused_connections = 0
-        super().__init__(address, _Handler)
+        # Before binding: a failed bind calls server_close(), which stops the reaper.
         self.deadlines = _Deadlines()
+        super().__init__(address, _Handler)
 
     def server_close(self) -> None:
         self.deadlines.stop()
