@@ -39,6 +39,7 @@ COMMANDS: list[list[str]] = [
     ["plan", "outage", "--zone", "eastus-1", "-f", "FILE"],
     ["lb", "plan", "--nodes", "FILE"],
     ["zone", "--imds-document", "FILE"],
+    ["simulate", "FILE"],
 ]
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=False),

@@ -8,6 +8,7 @@ import pathlib
 import pytest
 import yaml
 
+from cloudzones import errors
 from cloudzones.cli import main
 from cloudzones.simulation import scenario
 from cloudzones.testing.controlplane import ControlPlane
@@ -86,6 +87,12 @@ class TestScenarioValidation:
         ({"nodes": [{"kind": "vmss", "scaleSet": "p", "count": 2, "zones": ["a"]}]}, "nodes[0].zones"),
         ({"nodes": [{"kind": "pod"}]}, "nodes[0].kind: must be vmss, flex or vm, got 'pod'"),
         ({"nodes": [{"kind": "vmss", "scaleSet": "p", "count": 0, "zones": ["1"]}]}, "nodes[0].count"),
+        ({"nodes": [{"kind": "vmss", "scaleSet": "p", "count": 2, "zones": ["9"]}]},
+         "nodes[0].zones: zone '9' does not exist: Azure regions have zones 1 to 3"),
+        ({"nodes": [{"kind": "vmss", "scaleSet": "p", "count": 10**30, "zones": ["1"]}]},
+         "nodes[0].count: is 1000000000000000000000000000000, more than the 2,000 a simulation emulates"),
+        ({"nodes": [{"kind": "flex", "scaleSet": "p", "count": 100_000, "faultDomains": [0]}]},
+         "more than the 2,000 a simulation emulates"),
         ({"claims": [{"name": "x", "storageClass": "nope"}]}, "no StorageClass named 'nope'"),
         ({"claims": [{"name": "x", "storageClass": "zoned", "selectedNode": "ghost"}]}, "no node named 'ghost'"),
     ])
@@ -98,8 +105,8 @@ class TestScenarioValidation:
         assert needle in capsys.readouterr().err
 
     def test_not_yaml(self, tmp_path: pathlib.Path) -> None:
-        """A file that is not YAML is a ScenarioError."""
+        """A file that is not YAML is a configuration error naming the file and the place."""
         path = tmp_path / "bad.yaml"
         path.write_text("nodes: [unclosed")
-        with pytest.raises(scenario.ScenarioError, match="not valid YAML"):
+        with pytest.raises(errors.ConfigError, match=r"scenario .*bad.yaml: not valid YAML or JSON"):
             scenario.load(path)

@@ -29,9 +29,7 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
-from cloudzones import errors, labels
+from cloudzones import documents, errors, labels
 from cloudzones.topology import normalize_region, parse_zone_id
 from providers.azure import resource_ids
 
@@ -98,10 +96,19 @@ def _fail(where: str, message: str) -> ScenarioError:
     return ScenarioError(f"scenario {where}: {message}")
 
 
-def _int(entry: Mapping[str, Any], key: str, where: str, *, minimum: int = 0, default: int | None = None) -> int:
+MAX_NODES = 2_000
+"""Nodes a scenario may emulate (all of them are served by loopback fakes in this one process)."""
+AZURE_ZONES = 3
+"""Every Azure region with availability zones has three (ids 1-3)."""
+
+
+def _int(entry: Mapping[str, Any], key: str, where: str, *, minimum: int = 0, default: int | None = None,
+         maximum: int | None = None) -> int:
     value = entry.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _fail(f"{where}.{key}", f"must be an integer >= {minimum}, got {value!r}")
+        raise _fail(f"{where}.{key}", f"must be an integer >= {minimum}, got {value!r:.40}")
+    if maximum is not None and value > maximum:
+        raise _fail(f"{where}.{key}", f"is {value!r:.40}, more than the {maximum:,} a simulation emulates")
     return value
 
 
@@ -114,9 +121,12 @@ def _str(entry: Mapping[str, Any], key: str, where: str, *, default: str | None 
 
 def _zone(value: object, where: str) -> str:
     try:
-        return str(parse_zone_id(value if isinstance(value, (int, str)) else repr(value)))
+        zone = parse_zone_id(value if isinstance(value, (int, str)) else repr(value))
     except errors.InvalidZone as exc:
         raise _fail(where, f"{exc}") from exc
+    if not 1 <= zone <= AZURE_ZONES:
+        raise _fail(where, f"zone {value!r} does not exist: Azure regions have zones 1 to {AZURE_ZONES}")
+    return str(zone)
 
 
 def _machines(entries: object) -> tuple[Machine, ...]:
@@ -137,16 +147,20 @@ def _machines(entries: object) -> tuple[Machine, ...]:
             if "zone" in entry and "faultDomain" in entry:
                 raise _fail(where, "give either zone or faultDomain, not both")
             zone = _zone(entry["zone"], f"{where}.zone") if "zone" in entry else None
-            machines.append(Machine(name, "vm", name, zone, _int(entry, "faultDomain", where, default=0)))
+            machines.append(Machine(name, "vm", name, zone, _int(entry, "faultDomain", where, default=0,
+                                                                 maximum=999)))
+            if len(machines) > MAX_NODES:
+                raise _fail("nodes", f"more than the {MAX_NODES:,} nodes a simulation emulates")
             continue
         group = _str(entry, "scaleSet", where).lower()
-        count = _int(entry, "count", where, minimum=1)
+        count = _int(entry, "count", where, minimum=1, maximum=MAX_NODES - len(machines))
         if not isinstance(zones, list) or not isinstance(fds, list) or bool(zones) == bool(fds):
             raise _fail(where, f"give exactly one of zones or faultDomains as a non-empty list, got zones={zones!r}"
                         f" faultDomains={fds!r}")
         for i in range(count):
             zone = _zone(zones[i % len(zones)], f"{where}.zones") if zones else None
-            fault_domain = 0 if zones else _int({"fd": fds[i % len(fds)]}, "fd", f"{where}.faultDomains")
+            fault_domain = 0 if zones else _int({"fd": fds[i % len(fds)]}, "fd", f"{where}.faultDomains",
+                                                maximum=999)
             node = resource_ids.vmss_computer_name(group, i) if kind == "vmss" else f"{group}-{i}"
             machines.append(Machine(node, kind, group, zone, fault_domain, i))
     names = [m.node for m in machines]
@@ -225,15 +239,11 @@ def parse(data: object) -> Scenario:
 
 def load(path: str | pathlib.Path | None = None) -> Scenario:
     """Read and validate a scenario file (the bundled default when ``path`` is None)."""
-    try:
-        if path is None:
-            text = importlib.resources.files("cloudzones.simulation").joinpath("scenarios/default.yaml").read_text()
-        else:
-            text = pathlib.Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(f"cannot read scenario {str(path)!r}: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"scenario {str(path or 'default')!r} is not valid YAML: {exc}") from exc
-    return parse(data)
+    if path is None:
+        text = importlib.resources.files("cloudzones.simulation").joinpath("scenarios/default.yaml").read_text()
+        found = documents.parse(text, source="scenario (bundled)")
+    else:
+        found = documents.load_all(path, what="scenario")
+    if len(found) != 1:
+        raise ScenarioError(f"scenario {path}: expected one document, found {len(found)}")
+    return parse(found[0])
