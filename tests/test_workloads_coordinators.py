@@ -193,6 +193,29 @@ class TestOtherModes:
         assert result.distribution("dcid") == {"primary": 3, "remote": 3, "satellite": 3}
         assert classes == {"storage": 6, "log": 3} and result.hard_limits == {"zoneid": 1, "dcid": 3}
 
+    @pytest.mark.parametrize("with_regions", [True, False])
+    def test_multi_region_limit_counts_configured_datacenters(self, with_regions: bool) -> None:
+        """Primary, satellite and remote with every primary process excluded: dcid stays 3, so 9 cannot be chosen."""
+        processes = [{**proc(f"{dc}-{cls}-{i}", cls, FDB_ZONE=f"{dc}-{cls}-{i}", FDB_DC=dc), "excluded": dc == "primary"}
+                     for dc, counts in (("primary", (8, 4)), ("remote", (8, 4)), ("satellite", (0, 4)))
+                     for cls, n in zip(("storage", "log"), counts, strict=True) for i in range(n)]
+        manifest = cluster("double", processes, regions=2, selection=STORAGE_FIRST)
+        if with_regions:
+            manifest["spec"]["databaseConfiguration"]["regions"] = [
+                {"datacenters": [{"id": "primary", "priority": 1}, {"id": "satellite", "satellite": 1, "priority": 1}]},
+                {"datacenters": [{"id": "remote", "priority": 0}]}]
+        result = coordinators.plan(manifest, [])
+        assert result.hard_limits == {"zoneid": 1, "dcid": 3}
+        assert result.distribution("dcid") == {"remote": 3, "satellite": 3} and not result.ok
+        assert "not-enough-coordinators" in rules(result.findings)
+
+    def test_region_datacenter_without_id_is_refused(self) -> None:
+        """A regions[].datacenters[] entry without an id is a malformed spec."""
+        manifest = cluster("double", [proc("p", "storage", FDB_ZONE="z", FDB_DC="d")], regions=2)
+        manifest["spec"]["databaseConfiguration"]["regions"] = [{"datacenters": [{"priority": 1}]}]
+        with pytest.raises(errors.InvalidWorkloadSpec, match="datacenters\\[0\\].id"):
+            coordinators.plan(manifest, [])
+
     def test_three_datacenter(self) -> None:
         """three_datacenter: dcid splits 3/3/3, with a note that the operator's CRD lacks the mode."""
         processes = [proc(f"{dc}-{i}", "storage", FDB_ZONE=f"{dc}-{i}", FDB_DC=dc) for dc in "xyz" for i in range(4)]

@@ -6,7 +6,9 @@ Input: a ``FoundationDBCluster`` manifest (``spec.databaseConfiguration.redundan
 version, excluded}``; without it, ``processCounts`` pods are placed with ``plan_spread`` under the
 generated spread stanzas) and the Node manifests. Coordinators: 9 for three_data_hall,
 three_datacenter and multi-region, else 1 / 3 / 5 for single / double / triple; hard limits
-``zoneid: 1`` plus ``data_hall: 3`` / ``dcid: 3`` (multi-region: ``dcid: ceil(9 / DCs)``); chosen by
+``zoneid: 1`` plus ``data_hall: 3`` / ``dcid: 3`` (multi-region: ``dcid: ceil(9 / DCs)``, the data
+centres of ``databaseConfiguration.regions`` as the operator's ``GetHardLimits`` counts them, else
+those any process names, excluded ones included); chosen by
 ``choose_distributed``, so halls are balanced at every prefix, higher-priority classes win and the
 same input always gives the same coordinators. With ``zoneid`` limited to 1 and halls to 3, nine
 coordinators need **three distinct zones in each of the three halls** (the design's "at least 2" is
@@ -153,8 +155,11 @@ def plan(manifest: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *,
     stanzas = {cls: pod_stanzas(name, cls, specs) for cls in _classes(spec, manifest)}
     processes = _processes(manifest, spec, nodes, stanzas=stanzas, name=name, found=found)
     candidates: list[placement.Candidate] = []
+    named_dcs: set[str] = set()
     for process in processes:
         values, problems = loc.resolve(process, specs, labels_by_node)
+        if loc.DCID in values:
+            named_dcs.add(values[loc.DCID])
         priority = class_priority(process.process_class, selection)
         if process.excluded or priority is None:
             continue
@@ -165,7 +170,10 @@ def plan(manifest: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *,
             priority = _LAST_RESORT + max(priority, 0)
         candidates.append(placement.Candidate(process.id, values, priority))
     count = desired_coordinators(mode, regions)
-    datacenters = len({c.locality.get(loc.DCID, "") for c in candidates})
+    # The limit divides by the data centres the cluster is configured with, never by those that
+    # still have candidates: with a whole DC excluded the survivors must not absorb its share
+    # (9 coordinators split 5 + 4 over two DCs lose their majority with either).
+    datacenters = _region_datacenters(config, name) or len(named_dcs)
     limits = hard_limits(mode, regions, datacenters)
     if mode == "three_datacenter":
         found.append(f.info("three-datacenter", "the FoundationDB operator's CRD does not accept three_datacenter; "
@@ -181,6 +189,21 @@ def plan(manifest: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]], *,
     return CoordinatorPlan(name, mode, regions, count, limits, coordinators,
                            tuple((p.id, p.process_class, p.node) for p in processes), stanzas, tuple(found),
                            enforce_hard_limits)
+
+
+def _region_datacenters(config: Mapping[str, Any], name: str) -> int:
+    """Distinct ``id`` values of ``regions[].datacenters[]`` (``CountUniqueDataCenters``); 0 without regions."""
+    ids: set[str] = set()
+    for index, item in enumerate(m.sequence(config.get("regions"), "spec.databaseConfiguration.regions", name)):
+        region = m.mapping(item, f"spec.databaseConfiguration.regions[{index}]", name)
+        where = f"spec.databaseConfiguration.regions[{index}].datacenters"
+        for position, entry in enumerate(m.sequence(region.get("datacenters"), where, name)):
+            dc = m.mapping(entry, f"{where}[{position}]", name).get("id")
+            if not isinstance(dc, str) or not dc:
+                raise f.invalid("region-datacenter", f"{where}[{position}].id must be a non-empty string, got "
+                                f"{dc!r:.40}", name)
+            ids.add(dc)
+    return len(ids)
 
 
 def _selection(raw: Any, name: str) -> dict[str, int] | None:
