@@ -83,6 +83,18 @@ class TestValidation:
             plan(lokistack(2, replicationFactor=3), zoned_nodes(3))
         assert rules(caught.value.findings) == ["replication-conflict"]
 
+    @pytest.mark.parametrize("block", [{"zones": [{"topologyKey": ZONE}]}, {}])
+    def test_replication_block_without_factor_conflicts_too(self, block: dict[str, Any]) -> None:
+        """Any spec.replication block (zones only, or empty) next to replicationFactor > 0 is the webhook's error."""
+        with pytest.raises(errors.InvalidWorkloadSpec) as caught:
+            plan(lokistack(None, replication=block, replicationFactor=2), zoned_nodes(3))
+        assert rules(caught.value.findings) == ["replication-conflict"]
+
+    def test_replication_block_with_factor_zero_is_no_conflict(self) -> None:
+        """replicationFactor 0 is unset for the webhook: spec.replication alone decides."""
+        result = plan(lokistack(2, replicationFactor=0), zoned_nodes(3))
+        assert result.factor == 2 and "replication-conflict" not in rules(result.findings)
+
     @pytest.mark.parametrize("factor", [-1, "two", 1.5, True])
     def test_malformed_factor(self, factor: Any) -> None:
         """A factor that is not a positive integer is refused with its value."""

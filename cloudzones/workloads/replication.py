@@ -225,10 +225,11 @@ def _factor(spec: Mapping[str, Any], name: str, found: list[f.Finding]) -> int |
                       if new not in (None, 0) else None)
     deprecated = _collect(found, lambda: m.positive_int(old, "spec.replicationFactor", name, rule="factor-invalid")
                           if old not in (None, 0) else None)
-    if factor is not None and deprecated is not None:
+    # The webhook refuses any spec.replication block next to replicationFactor > 0, factor set or not.
+    if replication is not None and deprecated is not None:
         found.append(f.error("replication-conflict", "spec.replication and the deprecated spec.replicationFactor "
                              "cannot be used at the same time (the Loki operator's webhook refuses it)", name))
-        return int(factor)
+        return int(factor if factor is not None else deprecated)
     if deprecated is not None:
         found.append(f.warning("deprecated-replication-factor", f"spec.replicationFactor ({deprecated}) is "
                                "deprecated: use spec.replication.factor (and spec.replication.zones)", name))
