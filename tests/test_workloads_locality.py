@@ -152,10 +152,30 @@ class TestBestEffort:
         assert (result.action, result.node, result.disk) == ("add-replica", "E", "d1")
         assert result.then_remove == "x"
 
-    def test_failed_replicas_do_not_count(self) -> None:
-        """A failed replica on the engine node is not a local replica."""
-        result = plan_one(volume(), [rep("a", "E", healthy=False), rep("b", "N1"), rep("c", "N2")])
+    def test_failed_replicas_are_not_healthy(self) -> None:
+        """A failed replica elsewhere is not among the healthy ones, and no replica is local: add one."""
+        result = plan_one(volume(), [rep("a", "N3", healthy=False), rep("b", "N1"), rep("c", "N2")])
         assert result.action == "add-replica" and result.healthy == ("b", "c")
+
+    @pytest.mark.parametrize("state", ["rebuilding", "failed"])
+    def test_replica_on_engine_node_is_local_whatever_its_state(self, state: str) -> None:
+        """A rebuilding or failed replica on the engine's node is local (hasLocalReplicaOnSameNodeAsEngine)."""
+        local = rep("a", "E", healthy=state != "failed")
+        if state == "rebuilding":
+            local["spec"]["healthyAt"] = ""
+        result = plan_one(volume(), [local, rep("b", "N1"), rep("c", "N2")])
+        assert result.action == "none" and result.healthy == ("b", "c")
+        assert "'a' is on the attached node 'E'" in result.reason
+
+    def test_pending_replica_with_hard_affinity_is_local(self) -> None:
+        """A replica not yet scheduled whose hardNodeAffinity is the engine's node counts as local."""
+        pending = rep("a", "")
+        pending["spec"].update(healthyAt="", hardNodeAffinity="E")
+        result = plan_one(volume(), [pending, rep("b", "N1"), rep("c", "N2")])
+        assert result.action == "none" and "hard node affinity" in result.reason
+        other = rep("a", "")
+        other["spec"].update(healthyAt="", hardNodeAffinity="N3")
+        assert plan_one(volume(), [other, rep("b", "N1"), rep("c", "N2")]).action == "add-replica"
 
     @pytest.mark.parametrize(("disks", "node_kw", "why"), [
         ({"d1": {"available": 20}}, {}, "at or below the 25% minimum"),

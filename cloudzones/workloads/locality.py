@@ -7,7 +7,7 @@ Input (a mapping; each list may also come as separate manifests of these kinds):
     storageClass: {kind: StorageClass, parameters: {dataLocality: best-effort}}    # optional
     volumes:  [volumes.longhorn.io]   spec.numberOfReplicas, dataLocality, size, diskSelector,
                                       nodeSelector; status.currentNodeID (or spec.nodeID): attached node
-    replicas: [replicas.longhorn.io]  spec.volumeName, nodeID, diskID, healthyAt, failedAt
+    replicas: [replicas.longhorn.io]  spec.volumeName, nodeID, diskID, healthyAt, failedAt, hardNodeAffinity
     nodes:    [nodes.longhorn.io]     spec.allowScheduling, tags, disks{allowScheduling, evictionRequested,
                                       storageReserved, tags}; status.zone, conditions,
                                       diskStatus{storageAvailable, storageMaximum, storageScheduled, diskUUID}
@@ -15,9 +15,9 @@ Input (a mapping; each list may also come as separate manifests of these kinds):
 Mode: the volume's ``spec.dataLocality``; for a volume being created (no ``status`` yet) without
 one, the StorageClass parameter ``dataLocality``, else the ``default-data-locality`` setting. An
 existing volume without the field was created before the feature and is ``disabled``. One step
-per reconcile, as Longhorn does: best-effort without a healthy replica on the attached node →
-add one there if a disk fits (else say why and leave the volume alone); more healthy replicas
-than wanted and a local one → remove exactly one, chosen by ``replica_to_remove`` (deterministic,
+per reconcile, as Longhorn does: best-effort without any replica on the attached node (whatever
+its state) nor one pending with hard node affinity to it → add one there if a disk fits (else say
+why and leave the volume alone); more healthy replicas than wanted and a local one → remove exactly one, chosen by ``replica_to_remove`` (deterministic,
 unlike Longhorn's map order). A mode change shows in the next plan.
 """
 
@@ -193,6 +193,14 @@ def _plan_volume(volume: Mapping[str, Any], all_replicas: Sequence[Mapping[str, 
         return dataclasses.replace(base, reason="data locality is disabled: nothing to do")
     if not engine:
         return dataclasses.replace(base, reason="the volume is detached: locality applies once it is attached")
+    if not local:
+        # Longhorn's hasLocalReplicaOnSameNodeAsEngine: any replica of the volume on the engine's node,
+        # whatever its state (one still rebuilding), or one pending with hard node affinity to it,
+        # already is the local replica; planning another would give the volume two.
+        underway = _local_underway(name, engine, all_replicas)
+        if underway:
+            return dataclasses.replace(base, reason=f"replica {underway[0]!r} {underway[1]}: it is the local "
+                                       "replica once rebuilt, so none is added")
     if local:
         if len(replicas) > wanted:
             victim = placement.replica_to_remove(replicas, engine)
@@ -211,6 +219,19 @@ def _plan_volume(volume: Mapping[str, Any], all_replicas: Sequence[Mapping[str, 
         then = placement.replica_to_remove([*replicas, added], engine).name
     return dataclasses.replace(base, action="add-replica", node=engine, disk=disk, then_remove=then,
                                reason=f"best-effort: add a replica on the attached node {engine!r}, disk {disk!r}")
+
+
+def _local_underway(volume: str, engine: str, replicas: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """(name, what) of a replica that is not healthy yet but already local to ``engine``, else None."""
+    for replica in sorted(replicas, key=m.name_of):
+        spec = replica.get("spec") or {}
+        if spec.get("volumeName") != volume:
+            continue
+        if str(spec.get("nodeID") or "") == engine:
+            return m.name_of(replica), f"is on the attached node {engine!r} (not healthy yet)"
+        if str(spec.get("hardNodeAffinity") or "") == engine:
+            return m.name_of(replica), f"is pending with hard node affinity to the attached node {engine!r}"
+    return None
 
 
 def _why(victim: placement.Replica, replicas: Sequence[placement.Replica]) -> str:
