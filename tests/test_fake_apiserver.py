@@ -194,10 +194,14 @@ class TestList:
         version = first["metadata"]["resourceVersion"]
         assert [n["metadata"]["name"] for n in first["items"]] == ["a", "b"]
         assert first["metadata"]["remainingItemCount"] == 3
-        api.create("nodes", {"metadata": {"name": "bb"}})  # later pages show the objects as they are now
+        # Later pages show the objects as of the first page, as the apiserver does.
+        api.create("nodes", {"metadata": {"name": "bb"}})
+        api.delete("nodes", "d")
+        api.patch("nodes", "c", {"metadata": {"labels": {"later": "yes"}}})
         second = _data(core.list_node(limit=2, _continue=first["metadata"]["continue"], _preload_content=False))
         last = _data(core.list_node(limit=2, _continue=second["metadata"]["continue"], _preload_content=False))
-        assert [n["metadata"]["name"] for n in second["items"] + last["items"]] == ["bb", "c", "d", "e"]
+        assert [n["metadata"]["name"] for n in second["items"] + last["items"]] == ["c", "d", "e"]
+        assert "labels" not in second["items"][0]["metadata"]
         assert second["metadata"]["resourceVersion"] == last["metadata"]["resourceVersion"] == version
         assert "continue" not in last["metadata"]
 
@@ -234,20 +238,20 @@ class TestPatch:
         assert node["metadata"]["labels"] == {"a": "1", "c": "3"}
 
     def test_client_default_is_strategic(self, api: FakeKubeApi, raw: Any) -> None:
-        """A dict body with the client's default type is sent as strategic merge: taints merge by key."""
+        """A dict body with the client's default type is sent as strategic merge: taints, an atomic list, are replaced."""
         api.create("nodes", {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}})
         node = _data(kubernetes.client.CoreV1Api(raw).patch_node(
             "n", {"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}}, _preload_content=False))
-        assert [t["key"] for t in node["spec"]["taints"]] == ["a", "b"]
+        assert [t["key"] for t in node["spec"]["taints"]] == ["b"]
         assert api.requests[-1].content_type == "application/strategic-merge-patch+json"
 
     def test_json_patch(self, api: FakeKubeApi, raw: Any) -> None:
         """A list body is sent as a JSON patch; a failing test operation gets 422."""
-        api.create("nodes", {"metadata": {"name": "n", "labels": {}}})
+        api.create("nodes", {"metadata": {"name": "n", "labels": {"a": "1"}}})
         core = kubernetes.client.CoreV1Api(raw)
         node = _data(core.patch_node("n", [{"op": "add", "path": "/metadata/labels/x~1y", "value": "1"}],
                                      _preload_content=False))
-        assert node["metadata"]["labels"] == {"x/y": "1"}
+        assert node["metadata"]["labels"] == {"a": "1", "x/y": "1"}
         code, body, _ = _error(lambda: core.patch_node("n", [{"op": "test", "path": "/metadata/name", "value": "m"}],
                                                        _preload_content=False))
         assert (code, body["reason"]) == (422, "Invalid")
@@ -273,15 +277,17 @@ class TestPatch:
         assert code == 415
 
     def test_status_subresource(self, api: FakeKubeApi, raw: Any) -> None:
-        """Writes to a node keep its status; writes to nodes/status change only the status."""
-        api.create("nodes", {"metadata": {"name": "n"}, "status": {"phase": "Running"}})
+        """Writes to a node keep its status; writes to nodes/status keep its spec (metadata changes, as on the apiserver)."""
+        api.create("nodes", {"metadata": {"name": "n"}, "spec": {"podCIDR": "10.0.0.0/24"}, "status": {"phase": "Running"}})
         core = kubernetes.client.CoreV1Api(raw)
         node = _data(core.patch_node("n", {"metadata": {"labels": {"a": "b"}}, "status": {"phase": "X"}},
                                      _preload_content=False, _content_type="application/merge-patch+json"))
         assert node["status"] == {"phase": "Running"} and node["metadata"]["labels"] == {"a": "b"}
-        node = _data(core.patch_node_status("n", {"metadata": {"labels": {"c": "d"}}, "status": {"phase": "Y"}},
+        node = _data(core.patch_node_status("n", {"metadata": {"labels": {"c": "d"}}, "spec": {"podCIDR": None},
+                                                  "status": {"phase": "Y"}},
                                             _preload_content=False, _content_type="application/merge-patch+json"))
-        assert node["status"] == {"phase": "Y"} and node["metadata"]["labels"] == {"a": "b"}
+        assert node["status"] == {"phase": "Y"} and node["spec"] == {"podCIDR": "10.0.0.0/24"}
+        assert node["metadata"]["labels"] == {"a": "b", "c": "d"}
         assert api.requests[-1].resource == "nodes/status"
 
 

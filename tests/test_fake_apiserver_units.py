@@ -133,9 +133,35 @@ class TestStrategicMergePatch:
 
     def test_delete_directive(self) -> None:
         """$patch: delete inside a keyed list removes that element."""
+        node = {"status": {"conditions": [{"type": "A", "status": "True"}, {"type": "B", "status": "True"}]}}
+        result = patches.strategic_merge_patch(node, {"status": {"conditions": [{"type": "A", "$patch": "delete"}]}})
+        assert result["status"]["conditions"] == [{"type": "B", "status": "True"}]
+
+    def test_taints_are_atomic(self) -> None:
+        """Node taints have no merge key in the API: the patch's list replaces the whole list, directives dropped."""
         node = {"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoSchedule"}]}}
+        result = patches.strategic_merge_patch(node, {"spec": {"taints": [{"key": "c", "effect": "NoExecute"}]}})
+        assert result["spec"]["taints"] == [{"key": "c", "effect": "NoExecute"}]
         result = patches.strategic_merge_patch(node, {"spec": {"taints": [{"key": "a", "$patch": "delete"}]}})
-        assert result["spec"]["taints"] == [{"key": "b", "effect": "NoSchedule"}]
+        assert result["spec"]["taints"] == [{"key": "a"}]
+
+    def test_merged_order_follows_the_apiserver(self) -> None:
+        """The patch's elements lead; server-only ones slot in before a patched element they preceded (as observed)."""
+        node = {"status": {"conditions": [{"type": "A", "status": "True"}, {"type": "B", "status": "True"}]}}
+        result = patches.strategic_merge_patch(node, {"status": {"conditions": [{"type": "C", "status": "True"},
+                                                                                {"type": "B", "status": "False"}]}})
+        assert [(c["type"], c["status"]) for c in result["status"]["conditions"]] == [
+            ("C", "True"), ("A", "True"), ("B", "False")]
+        assert patches.strategic_merge_patch({"metadata": {"finalizers": ["c"]}},
+                                             {"metadata": {"finalizers": ["d"]}}) == {"metadata": {"finalizers": ["d", "c"]}}
+
+    def test_set_element_order(self) -> None:
+        """$setElementOrder orders the patched elements; the directive itself is not stored."""
+        pod = {"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "1"}]}}
+        result = patches.strategic_merge_patch(pod, {"spec": {
+            "$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
+            "containers": [{"name": "a", "image": "2"}, {"name": "b", "image": "2"}]}})
+        assert result == {"spec": {"containers": [{"name": "b", "image": "2"}, {"name": "a", "image": "2"}]}}
 
     def test_replace_directive(self) -> None:
         """$patch: replace on a map replaces it whole."""

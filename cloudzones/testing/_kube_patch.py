@@ -1,11 +1,14 @@
 """The three patch formats the apiserver accepts: JSON merge patch, strategic merge patch, JSON patch.
 
 Strategic merge is a documented subset: maps merge and ``null`` deletes, as in a merge patch; the
-lists that Kubernetes merges by key for the objects we serve (containers by ``name``, node
-``taints`` by ``key``, ``conditions`` by ``type``, ...) merge by that key; ``finalizers`` merge as
-a set; every other list is replaced. The ``$patch: replace|delete`` and
-``$deleteFromPrimitiveList/<field>`` directives are honoured, ``$retainKeys`` and
-``$setElementOrder`` are ignored.
+lists that Kubernetes merges by key for the objects we serve (containers by ``name``,
+``conditions`` by ``type``, ...) merge by that key; ``finalizers`` merge as a set; every other list
+(node ``taints`` among them: the API marks it atomic) is replaced whole. Merged lists come out in
+the apiserver's order: the patch's elements in the patch's (or ``$setElementOrder``'s) order, with
+the elements only the server had slotted back where they stood relative to them. The
+``$patch: replace|delete``, ``$setElementOrder/<field>`` and ``$deleteFromPrimitiveList/<field>``
+directives are honoured, ``$retainKeys`` is ignored; directives left inside replaced lists are
+dropped, as the apiserver's decoding drops them.
 """
 
 from __future__ import annotations
@@ -46,7 +49,6 @@ _MERGE_KEYS = {
     "hostAliases": "ip",
     "conditions": "type",
     "addresses": "type",
-    "taints": "key",
     "ownerReferences": "uid",
     "topologySpreadConstraints": "topologyKey",
     "resourceClaims": "name",
@@ -55,32 +57,82 @@ _MERGE_AS_SET = frozenset({"finalizers"})
 _DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"
 
 
-def _merge_keyed_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:
-    result = [copy.deepcopy(item) for item in current]
+def _strip_directives(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _strip_directives(v) for k, v in value.items() if not str(k).startswith("$")}
+    if isinstance(value, list):
+        return [_strip_directives(v) for v in value]
+    return copy.deepcopy(value)
+
+
+def _merge_sorted(left: list[Any], right: list[Any], server_order: list[Any], ident: Any) -> list[Any]:
+    """apimachinery's mergeSortedSlice: slot the server-only ``left`` into the patch's ``right``, both kept in order.
+
+    A left element goes before the next right one only when the live list had it in front of it.
+    """
+    def position(item: Any) -> int:
+        wanted = ident(item)
+        return next((i for i, old in enumerate(server_order) if ident(old) == wanted), -1)
+
+    merged: list[Any] = []
+    i = j = 0
+    while i < len(left) or j < len(right):
+        if j >= len(right) or (i < len(left) and 0 <= position(left[i]) < position(right[j])):
+            merged.append(left[i])
+            i += 1
+        else:
+            merged.append(right[j])
+            j += 1
+    return merged
+
+
+def _in_order(items: list[Any], order: list[Any] | None, ident: Any) -> list[Any]:
+    if not order:
+        return items
+    wanted = [ident(item) for item in order]
+    return sorted(items, key=lambda item: wanted.index(ident(item)) if ident(item) in wanted else len(wanted))
+
+
+def _merge_keyed_list(current: list[Any], patch: list[Any], key: str, order: list[Any] | None) -> list[Any]:
+    def ident(item: Any) -> Any:
+        return item.get(key) if isinstance(item, Mapping) else item
+
+    patched: list[Any] = []
+    touched = set()
     for item in patch:
         if not isinstance(item, Mapping) or key not in item:
             raise PatchError(f"list element {item!r} lacks its merge key {key!r}")
-        index = next((i for i, old in enumerate(result) if isinstance(old, Mapping) and old.get(key) == item[key]),
-                     None)
+        touched.add(json_key(item[key]))
         if item.get("$patch") == "delete":
-            if index is not None:
-                del result[index]
-        elif index is None:
-            result.append(strategic_merge_patch({}, item))
-        else:
-            result[index] = strategic_merge_patch(result[index], item)
-    return result
+            continue
+        old = next((o for o in current if isinstance(o, Mapping) and o.get(key) == item[key]), None)
+        patched.append(strategic_merge_patch(old or {}, item))
+    server_only = [copy.deepcopy(o) for o in current if json_key(ident(o)) not in touched]
+    return _merge_sorted(server_only, _in_order(patched, order, ident), current, ident)
+
+
+def _merge_set(current: list[Any], patch: list[Any], order: list[Any] | None) -> list[Any]:
+    patched = [item for index, item in enumerate(patch) if item not in patch[:index]]
+    server_only = [item for item in current if item not in patched]
+    return _merge_sorted(server_only, _in_order(patched, order, lambda item: item), current, lambda item: item)
+
+
+def json_key(value: Any) -> str:
+    """A hashable stand-in for a merge key's value (keys are usually strings, sometimes numbers)."""
+    return repr(value)
 
 
 def strategic_merge_patch(target: Any, patch: Any) -> Any:
     """Apply a strategic merge patch (the subset described in the module docstring)."""
     if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
+        return _strip_directives(patch)
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: _strip_directives(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
     result: dict[str, Any] = copy.deepcopy(dict(target)) if isinstance(target, Mapping) else {}
+    orders = {key.removeprefix("$setElementOrder/"): value for key, value in patch.items()
+              if key.startswith("$setElementOrder/") and isinstance(value, list)}
     for key, value in patch.items():
         if key.startswith(("$retainKeys", "$setElementOrder/", "$patch")):
             continue
@@ -90,15 +142,14 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
             if isinstance(result.get(field), list):
                 result[field] = [item for item in result[field] if item not in doomed]
             continue
+        found = result.get(key)
+        current: list[Any] = found if isinstance(found, list) else []
         if value is None:
             result.pop(key, None)
-        elif isinstance(value, list) and isinstance(result.get(key), list) and key in _MERGE_KEYS:
-            result[key] = _merge_keyed_list(result[key], value, _MERGE_KEYS[key])
-        elif isinstance(value, list) and isinstance(result.get(key), list) and key in _MERGE_AS_SET:
-            result[key] = result[key] + [item for item in value if item not in result[key]]
         elif isinstance(value, list) and key in _MERGE_KEYS:
-            result[key] = [strategic_merge_patch({}, item) for item in value
-                           if not (isinstance(item, Mapping) and item.get("$patch") == "delete")]
+            result[key] = _merge_keyed_list(current, value, _MERGE_KEYS[key], orders.get(key))
+        elif isinstance(value, list) and key in _MERGE_AS_SET:
+            result[key] = _merge_set(current, value, orders.get(key))
         elif isinstance(value, Mapping):
             merged = strategic_merge_patch(result.get(key), value)
             if merged is None:
@@ -106,7 +157,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
             else:
                 result[key] = merged
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = _strip_directives(value)
     return result
 
 

@@ -1,6 +1,6 @@
 """HTTP/1.1 front of the fake API server: routing, verbs, ``Status`` errors, faults and the request log.
 
-Watch streams live in `_kube_watch`; objects in `_kube_store`.
+Watch streams live in `_kube_watch`; objects in `_kube_store`; discovery documents in `_kube_discovery`.
 """
 
 from __future__ import annotations
@@ -81,26 +81,29 @@ def _item_key(obj: dict[str, Any]) -> list[str]:
     return [str(meta.get("namespace") or ""), str(meta.get("name") or "")]
 
 
+def _continue_token(query: dict[str, str]) -> tuple[int, list[str]] | None:
+    """The resourceVersion and last key of a ``continue`` token; None without one; 400 for a garbled one."""
+    if not query.get("continue"):
+        return None
+    try:
+        token = json.loads(base64.urlsafe_b64decode(query["continue"]))
+        return int(token["rv"]), list(token["start"])
+    except (ValueError, KeyError, TypeError):
+        raise status.ApiStatusError(400, f"continue key is not valid: {query['continue']!r}") from None
+
+
 def _page(items: list[dict[str, Any]], rv: int, query: dict[str, str],
-          floor: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+          after: list[str] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The slice of a sorted list that ``limit`` and ``continue`` ask for, and the List's metadata.
 
-    Later pages show the objects as they are now (the apiserver shows them as of the first page)
-    but carry the first page's resourceVersion; a token from before the retained history is 410.
+    ``items`` are the objects as of ``rv``, the first page's version, as the apiserver shows every
+    page of a list; ``after`` is the last key the previous page showed.
     """
     try:
         limit = int(query.get("limit") or 0)
     except ValueError:
         raise status.ApiStatusError(400, f"limit must be an integer, got {query['limit']!r}") from None
-    if query.get("continue"):
-        try:
-            token = json.loads(base64.urlsafe_b64decode(query["continue"]))
-            rv, after = int(token["rv"]), list(token["start"])
-        except (ValueError, KeyError, TypeError):
-            raise status.ApiStatusError(400, f"continue key is not valid: {query['continue']!r}") from None
-        if rv < floor:
-            raise status.ApiStatusError(410, "The provided continue parameter is too old to display a consistent "
-                                             "list result. You can start a new list without the continue parameter.")
+    if after is not None:
         items = [item for item in items if _item_key(item) > after]
     metadata: dict[str, Any] = {"resourceVersion": str(rv)}
     if 0 < limit < len(items):
@@ -205,7 +208,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"major": "1", "minor": "37", "gitVersion": "v1.37.2-cloudzones-fake"}
                             if url.path.rstrip("/") == "/version" else {"status": "ok"})
             return
-        found = (discovery.document(url.path.rstrip("/"), "%s:%d" % self.server.server_address[:2])
+        host, port = self.server.server_address[:2]
+        address = f"{host!s}:{port}"
+        found = (discovery.document(url.path.rstrip("/"), address)
                  or discovery.openapi(url.path.rstrip("/"))) if self.command == "GET" else None
         if found is not None:
             self._send_json(200, found)
@@ -223,7 +228,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._inject(fault, target)
                 return
             if target.verb == "watch":
-                options = watch.parse_options(query)
+                options = watch.parse_options(query, target.rtype)
                 self._log(target, query, content_type, 200)
                 watch.stream(self, store=self.server.store, hub=self.server.hub, rtype=target.rtype,
                              namespace=target.namespace, options=options)
@@ -263,11 +268,23 @@ class _Handler(BaseHTTPRequestHandler):
         if target.verb == "list":
             try:
                 labels = selectors.label_matcher(query.get("labelSelector"))
-                fields = selectors.field_matcher(query.get("fieldSelector"))
+                fields = selectors.field_matcher(query.get("fieldSelector"), rtype)
             except selectors.SelectorError as exc:
                 raise status.ApiStatusError(400, str(exc)) from exc
-            items, rv = store.list(rtype.plural, target.namespace or None, lambda o: labels(o) and fields(o))
-            items, metadata = _page(items, rv, query, store.floor)
+            token = _continue_token(query)
+            if token is None:
+                items, rv = store.list(rtype.plural, target.namespace or None, lambda o: labels(o) and fields(o))
+            else:
+                rv = token[0]
+                past = store.list_at(rtype.plural, target.namespace or None, lambda o: labels(o) and fields(o), rv)
+                if past is None:
+                    raise status.ApiStatusError(410, "The provided continue parameter is too old to display a "
+                                                     "consistent list result. You can start a new list without "
+                                                     "the continue parameter.")
+                items = past
+            items, metadata = _page(items, rv, query, None if token is None else token[1])
+            if query.get("labelSelector") or query.get("fieldSelector"):
+                metadata.pop("remainingItemCount", None)  # the apiserver cannot count a filtered rest
             # The apiserver leaves apiVersion and kind out of list items.
             return 200, {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": metadata,
                          "items": [{k: v for k, v in item.items() if k not in ("apiVersion", "kind")}
@@ -283,8 +300,10 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, store.patch(rtype.plural, target.name, body, content_type, target.namespace or None,
                                     subresource=subresource)
         options = body if isinstance(body, dict) else {}
-        return 200, store.delete(rtype.plural, target.name, target.namespace or None,
-                                 preconditions=options.get("preconditions"))
+        last = store.delete(rtype.plural, target.name, target.namespace or None,
+                            preconditions=options.get("preconditions"))
+        # An object that finalizers keep is answered as it now stands, whatever the resource.
+        return 200, last if (last.get("metadata") or {}).get("deletionTimestamp") else status.deleted(rtype, last)
 
     @staticmethod
     def _json_body(raw: bytes) -> Any:

@@ -17,6 +17,14 @@ class ResourceType:
     namespaced: bool = False
     has_status: bool = False
     """Writes to the main resource keep ``status``; only ``/status`` changes it (as the apiserver does)."""
+    returns_deleted: bool = False
+    """A DELETE that removes the object answers with it; otherwise with a ``Status`` of Success."""
+    field_labels: tuple[str, ...] = ("metadata.name", "metadata.namespace")
+    """The field selector labels the apiserver accepts for this resource."""
+    unconditional_update: bool = True
+    """Whether an update without ``metadata.resourceVersion`` replaces the object (else it is 422)."""
+    known_fields_message: bool = True
+    """Whether an unsupported field label is refused as "not a known field selector" (else "not supported")."""
 
     @property
     def api_version(self) -> str:
@@ -32,13 +40,22 @@ class ResourceType:
 RESOURCES: dict[str, ResourceType] = {
     r.plural: r
     for r in (
-        ResourceType("nodes", "Node", has_status=True),
-        ResourceType("persistentvolumes", "PersistentVolume", has_status=True),
-        ResourceType("persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True, has_status=True),
-        ResourceType("pods", "Pod", namespaced=True, has_status=True),
-        ResourceType("events", "Event", namespaced=True),
-        ResourceType("storageclasses", "StorageClass", group="storage.k8s.io"),
-        ResourceType("leases", "Lease", group="coordination.k8s.io", namespaced=True),
+        ResourceType("nodes", "Node", has_status=True, field_labels=("metadata.name", "spec.unschedulable"),
+                     known_fields_message=False),
+        ResourceType("persistentvolumes", "PersistentVolume", has_status=True, returns_deleted=True),
+        ResourceType("persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True, has_status=True,
+                     returns_deleted=True),
+        ResourceType("pods", "Pod", namespaced=True, has_status=True, returns_deleted=True, known_fields_message=False,
+                     field_labels=("metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
+                                   "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork",
+                                   "status.phase", "status.podIP", "status.nominatedNodeName")),
+        ResourceType("events", "Event", namespaced=True, known_fields_message=False,
+                     field_labels=("metadata.name", "metadata.namespace", "involvedObject.kind",
+                                   "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+                                   "involvedObject.apiVersion", "involvedObject.resourceVersion",
+                                   "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type")),
+        ResourceType("storageclasses", "StorageClass", group="storage.k8s.io", returns_deleted=True),
+        ResourceType("leases", "Lease", group="coordination.k8s.io", namespaced=True, unconditional_update=False),
     )
 }
 """Every resource the fake serves, by plural name."""
@@ -76,7 +93,7 @@ class ApiStatusError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-        self.reason = reason or _REASONS.get(code, "Unknown")
+        self.reason = _REASONS.get(code, "Unknown") if reason is None else reason
         self.details = details
         self.retry_after = retry_after
 
@@ -88,7 +105,7 @@ class ApiStatusError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
+            **({"reason": self.reason} if self.reason else {}),
             "code": self.code,
         }
         details = dict(self.details or {})
@@ -124,3 +141,15 @@ def already_exists(rtype: ResourceType, name: str) -> ApiStatusError:
 def expired(requested: int, oldest: int) -> ApiStatusError:
     """410 for a watch that starts (or has fallen) before the retained history."""
     return ApiStatusError(410, f"too old resource version: {requested} ({oldest})")
+
+
+def deleted(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    """What a DELETE that removed ``obj`` answers: the object, or a ``Status`` of Success naming it."""
+    if rtype.returns_deleted:
+        return obj
+    meta = obj.get("metadata") or {}
+    details: dict[str, Any] = {"name": meta.get("name", "")}
+    if rtype.group:
+        details["group"] = rtype.group
+    details.update(kind=rtype.plural, uid=meta.get("uid", ""))
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}

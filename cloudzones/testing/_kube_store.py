@@ -20,6 +20,7 @@ from typing import Any
 
 from cloudzones.testing import _kube_patch as patches
 from cloudzones.testing import _kube_status as status
+from cloudzones.testing import _kube_validation as validation
 from cloudzones.testing._kube_selectors import Matcher
 
 ALL = "*"
@@ -54,13 +55,24 @@ def _utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def _prune_nulls(value: Any) -> Any:
-    # JSON null in a PUT or POST means "unset": the apiserver stores and returns the field absent.
+def _prune(value: Any) -> Any:
+    # JSON null in a PUT or POST means "unset", and the apiserver's Go types omit empty lists: it
+    # stores and returns such fields absent.
     if isinstance(value, Mapping):
-        return {k: _prune_nulls(v) for k, v in value.items() if v is not None}
+        return {k: _prune(v) for k, v in value.items() if v is not None and v != []}
     if isinstance(value, list):
-        return [_prune_nulls(v) for v in value]
+        return [_prune(v) for v in value]
     return value
+
+
+def _prune_nulls(obj: dict[str, Any]) -> dict[str, Any]:
+    pruned: dict[str, Any] = _prune(obj)
+    meta = pruned.get("metadata")
+    if isinstance(meta, dict):
+        for field in ("labels", "annotations"):
+            if meta.get(field) == {}:
+                del meta[field]  # empty maps of ObjectMeta are omitted too
+    return pruned
 
 
 def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,6 +121,24 @@ class KubeStore:
                      if (namespace is None or ns == namespace) and (match is None or match(obj))]
             return found, self._rv
 
+    def list_at(self, resource: str, namespace: str | None, match: Matcher | None, rv: int) -> _Objects | None:
+        """The objects as they were at ``rv`` (sorted, as `list`), rebuilt from the history; None when it is gone."""
+        status.resource_type(resource)
+        with self.cond:
+            if rv < self.floor:
+                return None
+            objects = dict(self._objects[resource])
+            for event in reversed(self.events_after(rv)):
+                if event.resource != resource:
+                    continue
+                key = (event.namespace, str(_meta(event.new).get("name")))
+                if event.type == "ADDED" or event.old is None:
+                    objects.pop(key, None)
+                else:
+                    objects[key] = event.old
+            return [obj for (ns, _), obj in sorted(objects.items())
+                    if (namespace is None or ns == namespace) and (match is None or match(obj))]
+
     # -- writing -----------------------------------------------------------------------------
     def create(self, resource: str, body: Mapping[str, Any], namespace: str | None = None) -> dict[str, Any]:
         """Store a new object; 409 AlreadyExists when the name is taken."""
@@ -119,6 +149,9 @@ class KubeStore:
         self._check_kind(rtype, obj)
         meta = obj.setdefault("metadata", {})
         ns = self._namespace(rtype, meta, namespace)
+        if meta.get("resourceVersion") not in (None, ""):
+            # The apiserver answers this with a 500, not a 4xx.
+            raise status.ApiStatusError(500, "resourceVersion should not be set on objects to be created")
         with self.cond:
             if not meta.get("name"):
                 prefix = meta.get("generateName")
@@ -126,6 +159,7 @@ class KubeStore:
                     raise status.ApiStatusError(422, f"a {rtype.kind} needs metadata.name or metadata.generateName")
                 meta["name"] = prefix + "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
             name = meta["name"]
+            validation.check(rtype, obj)
             if (ns, name) in self._objects[resource]:
                 raise status.already_exists(rtype, name)
             meta.update(uid=str(uuid.uuid4()), creationTimestamp=self._timestamp())
@@ -157,6 +191,10 @@ class KubeStore:
             if old is None:
                 raise status.not_found(rtype, name)
             wanted = meta.get("resourceVersion")
+            if wanted in (None, "") and not rtype.unconditional_update and subresource != ALL:
+                raise status.ApiStatusError(
+                    422, f'{rtype.qualified} "{name}" is invalid: metadata.resourceVersion: Invalid value: 0: '
+                         "must be specified for an update")
             if wanted not in (None, "") and str(wanted) != _meta(old)["resourceVersion"]:
                 raise status.conflict(rtype, name)
             return self._replace(rtype, ns, name, old=old, new=obj, subresource=subresource)
@@ -250,8 +288,11 @@ class KubeStore:
                  new: dict[str, Any], subresource: str | None) -> dict[str, Any]:
         if rtype.has_status and subresource != ALL:
             if subresource == "status":
-                new = {**copy.deepcopy(old), "status": new["status"]} if "status" in new else {
-                    k: v for k, v in copy.deepcopy(old).items() if k != "status"}
+                # The apiserver keeps the old spec (every field but metadata and status) on a write to
+                # /status, yet takes the new metadata: labels and annotations change there too.
+                new = {**{k: v for k, v in copy.deepcopy(old).items() if k != "status"},
+                       "metadata": new.get("metadata") or {},
+                       **({"status": new["status"]} if "status" in new else {})}
             elif "status" in old:
                 new["status"] = copy.deepcopy(old["status"])
             else:
@@ -268,16 +309,19 @@ class KubeStore:
         new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
         if new == old:
             return old  # the apiserver writes nothing (and bumps nothing) for a no-op
+        validation.check(rtype, new)
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            return self._remove(rtype, ns, name, new)
+            return self._remove(rtype, ns, name, new, previous=old)
         return self._commit(rtype, "MODIFIED", ns, name, new=new, old=old)
 
-    def _remove(self, rtype: status.ResourceType, ns: str, name: str, last: dict[str, Any]) -> dict[str, Any]:
+    def _remove(self, rtype: status.ResourceType, ns: str, name: str, last: dict[str, Any], *,
+                previous: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Delete; ``last`` is the final state, ``previous`` the stored one when they differ."""
         del self._objects[rtype.plural][(ns, name)]
         final = copy.deepcopy(last)
         self._rv += 1
         final["metadata"]["resourceVersion"] = str(self._rv)
-        self._record(Event(self._rv, "DELETED", rtype.plural, ns, final, last))
+        self._record(Event(self._rv, "DELETED", rtype.plural, ns, final, previous or last))
         return final
 
     def _commit(self, rtype: status.ResourceType, kind: str, ns: str, name: str, *, new: dict[str, Any],

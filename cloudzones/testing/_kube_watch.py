@@ -35,16 +35,18 @@ class WatchOptions:
     match: selectors.Matcher
 
 
-def parse_options(query: Mapping[str, str]) -> WatchOptions:
+def parse_options(query: Mapping[str, str], rtype: status.ResourceType) -> WatchOptions:
     """Read and check a watch's query; `ApiStatusError` 400 for a malformed one."""
     try:
         labels = selectors.label_matcher(query.get("labelSelector"))
-        fields = selectors.field_matcher(query.get("fieldSelector"))
+        fields = selectors.field_matcher(query.get("fieldSelector"), rtype)
     except selectors.SelectorError as exc:
         raise status.ApiStatusError(400, str(exc)) from exc
     rv = query.get("resourceVersion", "")
     if rv not in ("", "0") and not rv.isdigit():
-        raise status.ApiStatusError(400, f"resourceVersion must be a number, got {rv!r}")
+        # The apiserver answers a malformed resourceVersion with a 500 (reason-less), not a 400.
+        raise status.ApiStatusError(500, f'resourceVersion: Invalid value: "{rv}": strconv.ParseUint: parsing '
+                                         f'"{rv}": invalid syntax', reason="")
     timeout_text = query.get("timeoutSeconds")
     try:
         timeout = float(timeout_text) if timeout_text else None

@@ -13,10 +13,33 @@ in-process::
 
 Served: nodes, persistentvolumes, storageclasses (cluster-scoped); persistentvolumeclaims, pods,
 events, coordination.k8s.io/v1 leases (namespaced); verbs get, list, watch, create, update, patch
-(merge, strategic-merge subset, JSON patch), delete, and the ``/status`` subresource where the
-resource has one; lists in pages with ``limit`` and ``continue`` (later pages show objects as they
-are now, not as of the first page; a token older than the retained history gets 410). Not served:
-discovery (``/api``, ``/apis``), other resources, server-side apply, field managers.
+(merge, strategic merge as the API types declare it, JSON patch), delete, and the ``/status``
+subresource where the resource has one (it changes status and metadata, never spec; writes to the
+object itself never change status). Lists come in pages with ``limit`` and ``continue``, every page
+as of the first one; label and field selectors (only the field labels the apiserver indexes for the
+resource). Creates, updates and patches are checked like the apiserver checks names, generateName,
+labels, annotations and node taints (422 ``Invalid`` with causes). Discovery (``/api``, ``/apis``,
+their group versions) and an OpenAPI v3 skeleton, enough for ``kubectl get``, ``label`` and
+client-side ``apply``. ``tests/test_kube_contract.py`` holds the fake and a real kube-apiserver
+v1.37 to the same answers.
+
+Not served (each pinned by a test in ``tests/test_kube_contract.py::TestKnownGaps``):
+
+- namespaces: objects go into any namespace, existing or not (the apiserver: 404);
+- defaulting, admission and field managers: objects are stored as sent (the apiserver fills in
+  pod defaults, taints new nodes ``node.kubernetes.io/not-ready``, records ``managedFields``);
+- validation specific to a kind beyond node taints (an Event's ``involvedObject.namespace``,
+  a pod's containers, ...);
+- server-side apply (415);
+- Table output: ``kubectl get`` prints NAME and AGE only;
+- bookmarks: at ``timeoutSeconds`` a bookmark-enabled watch always ends with a BOOKMARK, even when
+  nothing moved (the apiserver bookmarks about 2 s before the timeout, and only a version past the
+  watcher's);
+- retention: history is forgotten only when a test says so (`compact`, ``history_limit``), and then
+  at once: older watches and continue tokens get 410. The apiserver's watch cache keeps minutes of
+  events whatever etcd compacts, so against it a test rarely sees 410;
+- in-process writes (`create`, `update`, `patch`) may set status and update leases without a
+  resourceVersion; over HTTP the apiserver's rules apply.
 """
 
 from __future__ import annotations
