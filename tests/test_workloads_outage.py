@@ -153,3 +153,73 @@ class TestRules:
                 "persistentVolumeClaims": [{"metadata": {"name": "c", "namespace": "ns"}, "spec": {"volumeName": "pv"}}],
                 "persistentVolumes": [{"metadata": {"name": "pv"}, "spec": {"nfs": {"server": "x"}}}]}
         assert outage.report(snap, "z1").unschedulable == ()
+
+
+class TestDesiredMembership:
+    """Quorum against the desired members: those already down count as lost; one verdict per FDB cluster."""
+
+    def test_pending_members_count_as_lost(self) -> None:
+        """Five members, two Pending: losing one more leaves 2 of 5, no majority."""
+        pods = [pod("db-0", "a"), pod("db-1", "b"), pod("db-2", "c"), pod("db-3", ""), pod("db-4", "")]
+        (impact,) = outage.report({"nodes": NODES, "pods": pods}, "z1").workloads
+        assert (impact.status, impact.pods, impact.survivors, impact.quorum) == ("quorum-lost", 5, 2, 3)
+
+    def test_statefulset_replicas_give_the_membership(self) -> None:
+        """spec.replicas 5 with only three pods present: the two missing members are down."""
+        sts = {"kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns"}, "spec": {"replicas": 5}}
+        members = [{"kind": "Pod", **pod(f"db-{i}", n)} for i, n in enumerate("abc")]
+        snap = outage.snapshot_from_documents([{"kind": "List", "items": [*NODES, sts, *members]}])
+        report = outage.report(snap, "z1")
+        (impact,) = report.workloads
+        assert (impact.status, impact.pods, impact.survivors) == ("quorum-lost", 5, 2) and not report.ok
+        assert "(2 already down)" in report.findings[0].message
+
+    def test_missing_ordinals_are_members(self) -> None:
+        """Without the StatefulSet, db-4 present means five members even if db-3 is gone."""
+        pods = [pod("db-0", "a"), pod("db-1", "b"), pod("db-2", "c"), pod("db-4", "b")]
+        (impact,) = outage.report({"nodes": NODES, "pods": pods}, "z1").workloads
+        assert (impact.pods, impact.survivors, impact.status) == (5, 3, "degraded")
+
+    def test_member_on_not_ready_node_is_down(self) -> None:
+        """A member whose node is NotReady serves nothing: 3 members, one down, losing one more loses quorum."""
+        sick = node("b", "z2") | {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+        pods = [pod("db-0", "a"), pod("db-1", "b"), pod("db-2", "c")]
+        (impact,) = outage.report({"nodes": [NODES[0], sick, NODES[2]], "pods": pods}, "z1").workloads
+        assert (impact.status, impact.survivors, impact.quorum) == ("quorum-lost", 1, 2)
+
+    def test_zone_aware_store_with_a_member_down(self) -> None:
+        """rf 3 over 3 zones with z2's ingester Pending-bound: a key may keep 1 of 3, writes need 2."""
+        down = pod("i1", "b", rf="3")
+        down["status"]["phase"] = "Pending"
+        pods = [pod("i0", "a", rf="3"), down, pod("i2", "c", rf="3")]
+        (impact,) = outage.report({"nodes": NODES, "pods": pods}, "z1").workloads
+        assert (impact.status, impact.survivors, impact.quorum) == ("quorum-lost", 1, 2)
+        healthy = [pod("i0", "a", rf="3"), pod("i1", "b", rf="3"), pod("i2", "c", rf="3")]
+        assert outage.report({"nodes": NODES, "pods": healthy}, "z1").workloads[0].status == "degraded"
+
+    def test_fdb_workload_agrees_with_its_coordinators(self, snapshot: dict[str, list[Any]]) -> None:
+        """fdb loses its coordinator majority: its workload row says quorum-lost, never 'still serving'."""
+        report = outage.report(snapshot, "eastus-1")
+        rows = {w.workload: w for w in report.workloads}
+        assert (rows["FoundationDBCluster/db/fdb"].status, rows["FoundationDBCluster/db/fdb"].quorum) == \
+            ("quorum-lost", 2)
+        assert rows["FoundationDBCluster/db/fdb2"].status == "degraded"
+        about_fdb = [(x.rule, x.severity.value) for x in report.findings if x.subject.endswith("db/fdb")]
+        assert about_fdb == [("coordinators-lost", "error")]
+
+    def test_fdb_pods_by_label_join_their_cluster(self) -> None:
+        """Ownerless pods labelled with the cluster name are that cluster's workload."""
+        cluster = {"kind": "FoundationDBCluster", "metadata": {"name": "f", "namespace": "ns"},
+                   "status": {"connectionString": "f:x@p0:4501,p1:4501,p2:4501"}}
+        pods = [pod(f"p{i}", n, owner=None) for i, n in enumerate("aab")]
+        for item in pods:
+            item["metadata"]["labels"] = {outage.FDB_CLUSTER_LABEL: "f"}
+        report = outage.report({"nodes": NODES, "pods": pods, "foundationDBClusters": [cluster]}, "z1")
+        assert [(w.workload, w.status) for w in report.workloads] == [("FoundationDBCluster/ns/f", "quorum-lost")]
+        assert not report.coordinators[0].survives
+
+    def test_bad_statefulset_replicas_is_refused(self) -> None:
+        """A StatefulSet whose spec.replicas is not a count is a malformed snapshot."""
+        sts = {"kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns"}, "spec": {"replicas": "many"}}
+        with pytest.raises(errors.InvalidWorkloadSpec, match="spec.replicas"):
+            outage.report({"nodes": NODES, "pods": [pod("db-0", "a")], "statefulSets": [sts]}, "z1")

@@ -17,8 +17,9 @@ one, the StorageClass parameter ``dataLocality``, else the ``default-data-locali
 existing volume without the field was created before the feature and is ``disabled``. One step
 per reconcile, as Longhorn does: best-effort without any replica on the attached node (whatever
 its state) nor one pending with hard node affinity to it → add one there if a disk fits (else say
-why and leave the volume alone); more healthy replicas than wanted and a local one → remove exactly one, chosen by ``replica_to_remove`` (deterministic,
-unlike Longhorn's map order). A mode change shows in the next plan.
+why and leave the volume alone); more healthy replicas than wanted and a local one → remove exactly
+one, chosen by ``replica_to_remove`` (deterministic, unlike Longhorn's map order). A mode change
+shows in the next plan.
 """
 
 from __future__ import annotations

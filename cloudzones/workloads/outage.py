@@ -1,16 +1,22 @@
 """What losing one zone does to a cluster, read from a snapshot: quorum, stranded volumes, FDB coordinators (pure).
 
-Snapshot: a mapping ``{nodes, pods, persistentVolumeClaims, persistentVolumes, foundationDBClusters}``
+Snapshot: a mapping ``{nodes, pods, persistentVolumeClaims, persistentVolumes, foundationDBClusters,
+statefulSets}``
 of manifest lists (what ``kubectl get -o yaml`` prints; the CLI also takes a ``v1`` List or several
 YAML documents and sorts them by ``kind``). Losing zone Z removes every node whose zone label is Z
 and every pod bound to those nodes. Then:
 
-- **Workloads** (pods grouped by their controller owner, else by the ``app.kubernetes.io/instance``
-  / ``name`` / ``component`` labels or ``app``; DaemonSet pods are left out): a group whose pods
-  carry the annotation ``cloudzones.io/replication-factor`` is a zone-aware store (Loki ingesters):
-  each key has one replica per zone, writes need ``rf // 2 + 1`` (``failure_report``); a
-  StatefulSet is a quorum of its members (etcd, ZooKeeper): a majority must survive; any other
-  group is stateless replicas, down only when every replica is lost.
+- **Workloads** (pods grouped by their controller owner, else by the FoundationDB cluster label, the
+  ``app.kubernetes.io/instance`` / ``name`` / ``component`` labels or ``app``; DaemonSet pods are
+  left out). Quorum is counted against the *desired* membership, so members already down (Pending,
+  not Running, on a NotReady node, or missing) count as lost: a group whose pods carry the
+  annotation ``cloudzones.io/replication-factor`` is a zone-aware store (Loki ingesters): each key
+  has one replica per zone and writes need ``rf // 2 + 1`` of the ``rf``, at worst every zone with
+  a down member holds one of the key's replicas; a StatefulSet is a quorum of its ``spec.replicas``
+  members (from the snapshot's StatefulSet, else the pods and their ordinals): a majority must
+  survive; a FoundationDB cluster serves while its coordinators keep their majority (the same
+  verdict as the coordinators section); any other group is stateless replicas, down only when
+  every replica is lost.
 - **Unschedulable pods**: a lost pod whose claim's PersistentVolume has a ``nodeAffinity`` that no
   surviving node satisfies cannot start anywhere (a zonal disk in Z); it stays Pending until Z
   returns or the claim is deleted, losing its data.
@@ -21,41 +27,21 @@ and every pod bound to those nodes. Then:
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudzones import labels, placement, shapes
+from cloudzones import labels, shapes
 from cloudzones.placement import selectors
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import findings as f
+from cloudzones.workloads import quorum as q
 
-REPLICATION_FACTOR_ANNOTATION = "cloudzones.io/replication-factor"
-SNAPSHOT_KEYS = ("nodes", "pods", "persistentVolumeClaims", "persistentVolumes", "foundationDBClusters")
-_GROUP_LABELS = ("app.kubernetes.io/instance", "app.kubernetes.io/name", "app.kubernetes.io/component")
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkloadImpact:
-    """A workload with pods in the lost zone."""
-
-    workload: str
-    """``Kind/namespace/name`` of the owner, or ``label:namespace/value`` for a label group."""
-    pods: int
-    lost: tuple[str, ...]
-    replication_factor: int | None
-    """From the annotation; None for a member quorum."""
-    quorum: int
-    survivors: int
-    """Pods left, or for a zone-aware store the replicas each affected key keeps."""
-    status: str
-    """``quorum-lost`` (error), ``unavailable`` (stateless, every replica lost) or ``degraded`` (keeps serving)."""
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return f.json_dict({"workload": self.workload, "pods": self.pods, "lost": self.lost,
-                            "replicationFactor": self.replication_factor, "quorum": self.quorum,
-                            "survivors": self.survivors, "status": self.status})
+# Re-exported: callers read them from here.
+FDB_CLUSTER_LABEL = q.FDB_CLUSTER_LABEL
+REPLICATION_FACTOR_ANNOTATION = q.REPLICATION_FACTOR_ANNOTATION
+WorkloadImpact = q.WorkloadImpact
+SNAPSHOT_KEYS = ("nodes", "pods", "persistentVolumeClaims", "persistentVolumes", "foundationDBClusters",
+                 "statefulSets")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +106,8 @@ class OutageReport:
 def snapshot_from_documents(documents: Sequence[Any]) -> dict[str, list[Mapping[str, Any]]]:
     """Sort manifests (or a snapshot mapping, or ``List``s) into the snapshot keys by ``kind``."""
     kinds = {"Node": "nodes", "Pod": "pods", "PersistentVolumeClaim": "persistentVolumeClaims",
-             "PersistentVolume": "persistentVolumes", "FoundationDBCluster": "foundationDBClusters"}
+             "PersistentVolume": "persistentVolumes", "FoundationDBCluster": "foundationDBClusters",
+             "StatefulSet": "statefulSets"}
     result: dict[str, list[Mapping[str, Any]]] = {key: [] for key in SNAPSHOT_KEYS}
     pending = list(documents)
     while pending:
@@ -152,107 +139,22 @@ def report(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], zone: str, *,
         raise f.invalid("unknown-zone", f"no node has {zone_key}={zone!r}; the snapshot's zones are "
                         f"{m.some(zones) or 'none'}")
     zone_of = {m.name_of(n): m.node_zone(n, zone_key) for n in nodes}
-    pods = [p for p in snapshot.get("pods") or [] if _running(p)]
-    lost = [p for p in pods if _node_of(p) in lost_nodes]
+    not_ready = {m.name_of(n) for n in nodes if not q.node_ready(n)}
+    every_pod = list(snapshot.get("pods") or [])
+    pods = [p for p in every_pod if q.running(p)]
+    lost = [p for p in pods if q.node_of(p) in lost_nodes]
     found: list[f.Finding] = []
-    workloads = _workloads(pods, lost_nodes, zone_of, found)
+    later: list[f.Finding] = []
+    # Coordinators first: an FDB cluster's row in the workloads table takes their verdict.
+    coordinators = _coordinators(snapshot.get("foundationDBClusters") or [], pods, lost_nodes, later)
+    context = q.Context(lost_nodes, zone_of, not_ready, q.desired_replicas(snapshot.get("statefulSets") or []),
+                       {c.cluster: c for c in coordinators})
+    workloads = q.workloads(every_pod, context, found)
     survivors = [n for n in nodes if m.name_of(n) not in lost_nodes]
     stranded = _stranded(lost, snapshot, survivors, zone, found)
-    coordinators = _coordinators(snapshot.get("foundationDBClusters") or [], pods, lost_nodes, found)
-    return OutageReport(zone, tuple(sorted(lost_nodes)), tuple(sorted(_pod_id(p) for p in lost)), tuple(workloads),
+    found.extend(later)
+    return OutageReport(zone, tuple(sorted(lost_nodes)), tuple(sorted(q.pod_id(p) for p in lost)), tuple(workloads),
                         tuple(stranded), tuple(coordinators), tuple(found))
-
-
-def _running(pod: Mapping[str, Any]) -> bool:
-    if not _node_of(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
-def _node_of(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("spec") or {}).get("nodeName") or "")
-
-
-def _pod_id(pod: Mapping[str, Any]) -> str:
-    return f"{m.namespace_of(pod)}/{m.name_of(pod)}"
-
-
-def _group(pod: Mapping[str, Any]) -> str | None:
-    """The workload a pod belongs to; None for DaemonSet pods."""
-    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if isinstance(owner, Mapping) and owner.get("controller"):
-            if owner.get("kind") == "DaemonSet":
-                return None
-            return f"{owner.get('kind')}/{m.namespace_of(pod)}/{owner.get('name')}"
-    pod_labels = m.labels_of(pod)
-    values = [pod_labels[k] for k in _GROUP_LABELS if pod_labels.get(k)]
-    if values:
-        return f"label:{m.namespace_of(pod)}/{'/'.join(values)}"
-    if pod_labels.get("app"):
-        return f"label:{m.namespace_of(pod)}/{pod_labels['app']}"
-    return f"Pod/{_pod_id(pod)}"
-
-
-def _workloads(pods: Sequence[Mapping[str, Any]], lost_nodes: set[str], zone_of: Mapping[str, str],
-               found: list[f.Finding]) -> list[WorkloadImpact]:
-    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for pod in pods:
-        key = _group(pod)
-        if key is not None:
-            groups[key].append(pod)
-    impacts = []
-    for key in sorted(groups):
-        members = groups[key]
-        lost = sorted(_pod_id(p) for p in members if _node_of(p) in lost_nodes)
-        if not lost:
-            continue
-        rf = _replication_factor(members, key, found)
-        if rf is not None:
-            per_zone = Counter(zone_of.get(_node_of(p), "") for p in members)
-            tolerance = placement.failure_report(per_zone, rf)
-            survivors = tolerance.replicas_per_key - 1
-            quorum = tolerance.quorum
-            ok = tolerance.write_zone_failures >= 1
-            what = (f"zone-aware store, replication factor {rf} over {len(per_zone)} zone(s): a key keeps "
-                    f"{survivors} of {tolerance.replicas_per_key} replica(s), writes need {quorum}; reads "
-                    f"{'survive' if tolerance.read_zone_failures >= 1 else 'fail too'}")
-        elif key.startswith("StatefulSet/"):
-            survivors = len(members) - len(lost)
-            quorum = len(members) // 2 + 1
-            ok = survivors >= quorum
-            what = f"{survivors} of {len(members)} member(s) left, a majority needs {quorum}"
-        else:
-            # Stateless replicas: no quorum, any survivor serves (the lost ones are recreated elsewhere).
-            survivors = len(members) - len(lost)
-            quorum = 1
-            ok = survivors >= 1
-            what = f"{survivors} of {len(members)} replica(s) left"
-        status = "degraded" if ok else ("quorum-lost" if quorum > 1 else "unavailable")
-        impacts.append(WorkloadImpact(key, len(members), tuple(lost), rf, quorum, survivors, status))
-        if status == "quorum-lost":
-            found.append(f.error("quorum-lost", f"loses quorum: {what}", key))
-        elif status == "unavailable":
-            found.append(f.warning("unavailable", f"every replica ({m.some(lost)}) is in the lost zone; it is "
-                                   "down until they are recreated elsewhere", key))
-        else:
-            found.append(f.info("degraded", f"{'keeps quorum' if quorum > 1 else 'still serving'}: {what}", key))
-    return impacts
-
-
-def _replication_factor(members: Sequence[Mapping[str, Any]], key: str, found: list[f.Finding]) -> int | None:
-    values = {m.annotations_of(p).get(REPLICATION_FACTOR_ANNOTATION) for p in members} - {None}
-    if not values:
-        return None
-    if len(values) > 1:
-        found.append(f.warning("replication-factor-mixed", f"pods disagree on {REPLICATION_FACTOR_ANNOTATION}: "
-                               f"{sorted(str(v) for v in values)}; using the largest", key))
-    numbers = [int(v) for v in values if v and v.isascii() and v.isdigit() and int(v) > 0]
-    if not numbers:
-        found.append(f.warning("replication-factor-invalid", f"{REPLICATION_FACTOR_ANNOTATION} is not a positive "
-                               f"integer ({sorted(str(v) for v in values)}); treating the pods as a member quorum",
-                               key))
-        return None
-    return max(numbers)
 
 
 def _stranded(lost: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -260,7 +162,7 @@ def _stranded(lost: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Sequence
     claims = {(m.namespace_of(c), m.name_of(c)): c for c in snapshot.get("persistentVolumeClaims") or []}
     volumes = {m.name_of(v): v for v in snapshot.get("persistentVolumes") or []}
     result = []
-    for pod in sorted(lost, key=_pod_id):
+    for pod in sorted(lost, key=q.pod_id):
         names, pinned, reasons = [], [], []
         for volume in (pod.get("spec") or {}).get("volumes") or []:
             claim_name = ((volume or {}).get("persistentVolumeClaim") or {}).get("claimName")
@@ -277,8 +179,8 @@ def _stranded(lost: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Sequence
         if pinned:
             reason = ("; ".join(reasons) + f": no node outside zone {zone!r} matches, so the pod stays Pending "
                       "until the zone returns or the claim is deleted (losing its data)")
-            result.append(StrandedPod(_pod_id(pod), tuple(names), tuple(pinned), reason))
-            found.append(f.error("volume-pinned", reason, _pod_id(pod)))
+            result.append(StrandedPod(q.pod_id(pod), tuple(names), tuple(pinned), reason))
+            found.append(f.error("volume-pinned", reason, q.pod_id(pod)))
     return result
 
 
@@ -330,7 +232,7 @@ def _coordinators(clusters: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[
             match = by_address.get(host) or by_address.get(host.split(".")[0])
             if match is None:
                 unknown.append(host)
-            elif _node_of(match) in lost_nodes:
+            elif q.node_of(match) in lost_nodes:
                 lost.append(f"{host} ({m.name_of(match)})")
         quorum = len(hosts) // 2 + 1
         survives = len(hosts) - len(lost) >= quorum
