@@ -87,6 +87,27 @@ class TestLbPlanOffline:
         assert data["changes"][0]["detail"] == "Standard, static, zonal (zone 2)"
         assert data["azureRead"] is False and data["applied"] is False and data["poolType"] == "nodeIPConfiguration"
 
+    def test_duplicate_provider_ids_reported(self, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """Two nodes naming one machine: a table section, the JSON list, a warning; the second is excluded."""
+        path = tmp_path / "nodes.yaml"
+        path.write_text(yaml.safe_dump([node("w-0", provider_id="vmss"), node("w-9", provider_id="vmss")]))
+        assert main(["lb", "plan", "--nodes", str(path)]) == 0
+        out, err = capsys.readouterr()
+        assert "Duplicate provider IDs" in out and "w-0, w-9" in out
+        assert "share provider ID" in err
+        assert main(["lb", "plan", "--nodes", str(path), "-o", "json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert [d["nodes"] for d in data["duplicateProviderIDs"]] == [["w-0", "w-9"]]
+        assert [m["node"] for m in data["members"]] == ["w-0"] and data["excluded"][0]["node"] == "w-9"
+
+    def test_fixture_nodes_have_distinct_provider_ids(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The shipped three-zone nodes file names ten machines: nothing duplicated, nine workers in the pool."""
+        fixture = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "plans" / "nodes-3zones.yaml"
+        assert main(["lb", "plan", "--nodes", str(fixture), "-o", "json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["duplicateProviderIDs"] == [] and len(data["members"]) == 10
+        assert len({m["machine"].lower() for m in data["members"]}) == 10
+
     @pytest.mark.parametrize("layout", ["list", "documents", "nodelist"])
     def test_node_file_layouts(self, tmp_path: pathlib.Path, layout: str, capsys: pytest.CaptureFixture[str]) -> None:
         """A YAML list, ---separated Nodes and a NodeList are all read."""

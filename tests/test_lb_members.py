@@ -102,6 +102,28 @@ class TestBackendPoolMembers:
         result = backend_pool_members([manifest], config())
         assert result.members == () and reason in "; ".join(result.excluded[0].reasons)
 
+    def test_other_group_by_provider_id(self) -> None:
+        """A node whose provider ID names another resource group is excluded without any label saying so."""
+        other = f"azure:///subscriptions/{SUB}/resourceGroups/Elsewhere/providers/Microsoft.Compute/virtualMachines/x"
+        same = f"azure:///subscriptions/{SUB}/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/y"
+        result = backend_pool_members([node("x", provider_id=other), node("y", provider_id=same)], config())
+        assert [m.node for m in result.members] == ["y"]
+        assert result.excluded[0].reasons == (
+            "in resource group 'Elsewhere' by its provider ID, not the cloud config's 'rg'",)
+
+    def test_duplicate_provider_ids(self) -> None:
+        """Nodes sharing a provider ID (any case) are reported; the machine is a member once, by its first node."""
+        twin = node("b", provider_id="vmss")
+        twin["spec"]["providerID"] = twin["spec"]["providerID"].upper().replace("AZURE://", "azure://")
+        result = backend_pool_members([node("a", provider_id="vmss"), twin, node("c", provider_id="vmss"),
+                                       node("d")], config())
+        assert [m.node for m in result.members] == ["a", "d"]
+        assert [(e.node, e.reasons) for e in result.excluded] == [
+            ("b", ("same provider ID as node 'a': the pool holds each machine once",)),
+            ("c", ("same provider ID as node 'a': the pool holds each machine once",))]
+        assert [d.nodes for d in result.duplicates] == [("a", "b", "c")]
+        assert result.duplicates[0].provider_id.endswith("/virtualMachineScaleSets/ss/virtualMachines/3")
+
     def test_new_not_ready_node_stays(self) -> None:
         """A NotReady node still carrying the uninitialized taint stays in (upstream #851); no conditions = ready."""
         taint = [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "effect": "NoSchedule"}]

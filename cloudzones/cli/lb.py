@@ -82,6 +82,9 @@ def run_plan(args: argparse.Namespace) -> int:
         raise errors.ConfigError(f"loadBalancerSku is {config.load_balancer_sku!r}; cloudzones lb creates"
                                  " Standard load balancers and public IPs only")
     membership = lb_members.backend_pool_members(nodes, config)
+    for duplicate in membership.duplicates:
+        log.warning("nodes %s share provider ID %s; only the first member is in the pool",
+                    ", ".join(duplicate.nodes), duplicate.provider_id)
     region = config.location or lb_members.nodes_region(nodes)
     vnet = ""
     if config.vnet_name and config.subscription_id and config.resource_group:
@@ -101,6 +104,7 @@ def run_plan(args: argparse.Namespace) -> int:
         "members": [{"node": m.node, "kind": m.kind, "zone": m.zone, "address": m.address, "machine": m.machine}
                     for m in membership.members],
         "excluded": [{"node": e.node, "reasons": list(e.reasons)} for e in membership.excluded],
+        "duplicateProviderIDs": [{"providerID": d.provider_id, "nodes": list(d.nodes)} for d in membership.duplicates],
         "changes": [{"resource": c.resource, "name": c.name, "action": c.action, "detail": c.detail}
                     for c in changes],
     }
@@ -144,6 +148,10 @@ def _text(data: Mapping[str, Any], vnet: str) -> str:
              "\nExcluded nodes\n",
              output.table([{"node": e["node"], "reasons": "; ".join(e["reasons"])} for e in data["excluded"]],
                           ["node", "reasons"])]
+    if data["duplicateProviderIDs"]:
+        parts += ["\nDuplicate provider IDs (several nodes name one machine)\n",
+                  output.table([{"providerID": d["providerID"], "nodes": ", ".join(d["nodes"])}
+                                for d in data["duplicateProviderIDs"]], ["providerID", "nodes"])]
     if data["applied"]:
         heading = "Applied"
     elif data["azureRead"]:

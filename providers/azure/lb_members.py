@@ -50,11 +50,21 @@ class ExcludedNode:
 
 
 @dataclasses.dataclass(frozen=True)
+class DuplicateProviderId:
+    """Several nodes naming the same machine: a stale Node object, or a copy-paste in a nodes file."""
+
+    provider_id: str
+    nodes: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class PoolMembership:
     """Who goes into the backend pool and who does not (each in input order)."""
 
     members: tuple[PoolMember, ...]
     excluded: tuple[ExcludedNode, ...]
+    duplicates: tuple[DuplicateProviderId, ...] = ()
+    """Provider IDs (compared ignoring case, as ARM does) that more than one node carries."""
 
 
 def _labels(node: Mapping[str, Any]) -> Mapping[str, str]:
@@ -115,12 +125,16 @@ def backend_pool_members(nodes: Iterable[Mapping[str, Any]], config: AzureConfig
 
     Excluded, as cloud-provider-azure does: unmanaged nodes, nodes labelled
     ``node.kubernetes.io/exclude-from-external-load-balancers``, control-plane nodes while
-    ``excludeMasterFromStandardLB`` is true (Standard SKU), nodes labelled with another resource group,
-    NotReady nodes that are already initialised, and nodes whose ``spec.providerID`` is missing,
-    not Azure's, or malformed.
+    ``excludeMasterFromStandardLB`` is true (Standard SKU), nodes in another resource group than the
+    cloud config's (by the resource-group label or by their provider ID), NotReady nodes that are
+    already initialised, and nodes whose ``spec.providerID`` is missing, not Azure's, or malformed.
+    A machine is a member once: a later node naming the same provider ID is excluded, and every
+    shared provider ID is reported in ``duplicates``.
     """
     members: list[PoolMember] = []
     excluded: list[ExcludedNode] = []
+    nodes = list(nodes)
+    claimed: dict[str, str] = {}
     for node in nodes:
         name = _name(node)
         reasons = _exclusion_reasons(node, config)
@@ -132,13 +146,31 @@ def backend_pool_members(nodes: Iterable[Mapping[str, Any]], config: AzureConfig
                 reasons.append(f"provider ID {provider_id!r} is not an Azure machine")
         except errors.InvalidResourceId as exc:
             reasons.append(str(exc))
+        if parsed is not None and config.resource_group and not parsed.same_group(config.resource_group):
+            # A machine in another group is not ours to put in the pool, label or not.
+            reasons.append(f"in resource group {parsed.resource_group!r} by its provider ID, not the cloud "
+                           f"config's {config.resource_group!r}")
+        first = claimed.get(str(provider_id).lower()) if parsed is not None else None
+        if first is not None:
+            reasons.append(f"same provider ID as node {first!r}: the pool holds each machine once")
         if reasons or parsed is None:
             excluded.append(ExcludedNode(name, tuple(reasons)))
             continue
+        claimed[str(provider_id).lower()] = name
         kind = "vmss-instance" if parsed.is_scale_set_instance else "vm"
         members.append(PoolMember(node=name, kind=kind, machine=str(provider_id)[len("azure://"):],
                                   zone=node_zone(node), address=_internal_ip(node)))
-    return PoolMembership(tuple(members), tuple(excluded))
+    return PoolMembership(tuple(members), tuple(excluded), duplicate_provider_ids(nodes))
+
+
+def duplicate_provider_ids(nodes: Iterable[Mapping[str, Any]]) -> tuple[DuplicateProviderId, ...]:
+    """Provider IDs (ignoring case) that several nodes carry, with those nodes, in input order."""
+    seen: dict[str, tuple[str, list[str]]] = {}
+    for node in nodes:
+        provider_id = (node.get("spec") or {}).get("providerID")
+        if isinstance(provider_id, str) and provider_id:
+            seen.setdefault(provider_id.lower(), (provider_id, []))[1].append(_name(node))
+    return tuple(DuplicateProviderId(pid, tuple(names)) for pid, names in seen.values() if len(names) > 1)
 
 
 def nodes_region(nodes: Iterable[Mapping[str, Any]]) -> str:
