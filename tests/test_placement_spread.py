@@ -245,6 +245,20 @@ class TestPlanSpread:
         assert "'zone-c'" in str(info.value) and "placed 2 of 4" in str(info.value)
         assert plan_spread(incoming({"app": "web"}, tsc(1, "zone", WEB, **HONOR)), 4, nodes) == ["a1", "b1", "a1", "b1"]
 
+    def test_cordoned_node_is_skipped_but_its_zone_counts(self) -> None:
+        """A cordoned node takes no replica (NodeUnschedulable) yet its zone stays a domain at 0, as the scheduler has it."""
+        cordoned = node("c1", zone="zone-c")
+        cordoned["spec"] = {"unschedulable": True}
+        nodes = [*THREE_ZONES[:4], cordoned]
+        with pytest.raises(errors.NotEnoughCandidates, match="held by 'zone-c'") as info:
+            plan_spread(incoming({"app": "web"}, tsc(1, "zone", WEB)), 4, nodes)
+        assert info.value.chosen == ["a1", "b1"]
+        tolerant = incoming({"app": "web"}, tsc(1, "zone", WEB),
+                            tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
+        assert plan_spread(tolerant, 3, nodes) == ["a1", "b1", "c1"]
+        with pytest.raises(errors.NotEnoughCandidates, match="1 are cordoned"):
+            plan_spread(incoming({"app": "web"}, tsc(1, "zone", WEB)), 1, [cordoned])
+
     def test_min_domains_caps_each_zone(self) -> None:
         """With fewer zones than minDomains the minimum stays 0, so each zone takes at most maxSkew replicas."""
         pod_ = incoming({"app": "web"}, tsc(1, "zone", WEB, minDomains=4))

@@ -22,6 +22,8 @@ SCHEDULE_ANYWAY = "ScheduleAnyway"
 _POLICIES = ("Honor", "Ignore")
 #: kube-scheduler's critical path starts at MaxInt32, so with no eligible domain every skew passes.
 NO_DOMAIN_MINIMUM = 2**31 - 1
+#: What NodeUnschedulable checks a cordoned node's tolerations against.
+_CORDON = {"spec": {"taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +132,9 @@ class NodeInfo:
     """Passes the pod's nodeSelector and required node affinity."""
     taints_ok: bool
     """Has no NoSchedule/NoExecute taint the pod does not tolerate."""
+    schedulable: bool = True
+    """Not cordoned (``spec.unschedulable``), or the pod tolerates ``node.kubernetes.io/unschedulable``
+    (kube-scheduler's NodeUnschedulable filter; a cordon alone does not change spread domains)."""
 
     def eligible(self, constraint: SpreadConstraint, group: Sequence[SpreadConstraint]) -> bool:
         """Whether this node's domain for ``constraint`` is counted (keys of the whole group, policies)."""
@@ -154,8 +159,10 @@ def node_infos(pod: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> li
             raise errors.InvalidPlacementSpec(f"node {name!r} is listed twice")
         seen.add(name)
         labels = selectors.labels_of(node)
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
         infos.append(NodeInfo(name, labels, affinity.matches(name, labels),
-                              not selectors.has_untolerated_taint(node, tolerations)))
+                              not selectors.has_untolerated_taint(node, tolerations),
+                              not cordoned or not selectors.has_untolerated_taint(_CORDON, tolerations)))
     return infos
 
 

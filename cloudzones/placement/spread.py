@@ -2,7 +2,7 @@
 
 ``feasible_nodes`` is exactly the Filter for DoNotSchedule constraints. ``plan_spread`` places
 replicas one after another under the same rule, as if each had been scheduled before the next,
-also honouring the pod's nodeSelector, required node affinity and taints, and preferring the
+also honouring the pod's nodeSelector, required node affinity, taints and cordons, and preferring the
 node whose domains hold the fewest matching pods (over all the pod's constraints, DoNotSchedule
 and ScheduleAnyway alike, unweighted), then the node name. With only a zone constraint every
 replica of a zone lands on that zone's first node by name; add a hostname constraint (either
@@ -49,7 +49,8 @@ def plan_spread(pod: Mapping[str, Any], count: int, nodes: Sequence[Mapping[str,
     constraints = [*hard, *soft]
     counts = domains.domain_counts(hard, infos, by_node) + domains.domain_counts(soft, infos, by_node)
     candidates = [info for info in infos
-                  if info.affinity_ok and info.taints_ok and all(c.topology_key in info.labels for c in hard)]
+                  if info.affinity_ok and info.taints_ok and info.schedulable
+                  and all(c.topology_key in info.labels for c in hard)]
     if count == 0:
         return []
     ids = [{value: i for i, value in enumerate(sorted(domain_count))} for domain_count in counts]
@@ -84,6 +85,7 @@ def _why_stuck(engine: planner.Planner, hard: Sequence[domains.SpreadConstraint]
         missing = [i.name for i in infos if any(c.topology_key not in i.labels for c in hard)]
         unaffine = [i.name for i in infos if not i.affinity_ok]
         tainted = [i.name for i in infos if not i.taints_ok]
+        cordoned = [i.name for i in infos if not i.schedulable]
         parts = [f"{len(infos)} node(s) given"]
         if missing:
             keys = sorted({c.topology_key for c in hard})
@@ -92,6 +94,8 @@ def _why_stuck(engine: planner.Planner, hard: Sequence[domains.SpreadConstraint]
             parts.append(f"{len(unaffine)} fail the pod's nodeSelector/required node affinity ({_some(unaffine)})")
         if tainted:
             parts.append(f"{len(tainted)} have an untolerated NoSchedule/NoExecute taint ({_some(tainted)})")
+        if cordoned:
+            parts.append(f"{len(cordoned)} are cordoned ({_some(cordoned)})")
         return "no node can run the pod at all: " + "; ".join(parts)
     parts = []
     for index, constraint in enumerate(hard):
