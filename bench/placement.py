@@ -7,7 +7,14 @@ kube-scheduler would, both planners agree). The baseline re-evaluates the Filter
 every replica (kube-scheduler's per-pod work, minus re-listing pods); it is timed on a prefix and
 its per-replica cost extrapolated, and its plan is checked to equal plan_spread's on that prefix.
 
+Reference point, not a goal: the same scenario scaled down (``--reference-nodes``, existing pods in
+proportion) on a real kube-scheduler (`cloudzones.testing.ControlPlane`), pods created 8 at a time
+and timed until the last is bound, against plan_spread on the same nodes; pods placed per second for
+both, and the sorted per-zone counts (which the zone constraint determines). Skipped, with a line
+saying so, when no control-plane binaries are found.
+
 Run:  PYTHONPATH=. python bench/placement.py [--replicas 100000] [--baseline-replicas 300]
+          [--reference-nodes 300] [--reference-pods 600]
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from __future__ import annotations
 import argparse
 import random
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cloudzones.placement import domains, plan_spread, planner
@@ -87,12 +96,71 @@ def timed(fn: Any, *args: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def reference(node_count: int, count: int, existing: int) -> None:
+    """plan_spread against the real kube-scheduler on one cluster: pods placed per second."""
+    from cloudzones.testing.controlplane import ControlPlane, find_binaries
+
+    if find_binaries() is None:
+        print("reference: skipped, no control-plane binaries (run scripts/control-plane build or set "
+              "CLOUDZONES_CONTROL_PLANE)")
+        return
+    pod, nodes, pods = make_cluster(node_count, existing)
+    zone_of = {n["metadata"]["name"]: n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes}
+    container = [{"name": "c", "image": "registry.invalid/pause:1"}]
+    with ControlPlane(scheduler=True) as cp:
+        cp.add_nodes(nodes)
+        cp.ensure_namespace("shop")
+        for old in pods:  # bound at creation, as the scheduler would have left them
+            body = {**old, "spec": {**old["spec"], "containers": container}}
+            cp.request("POST", "/api/v1/namespaces/shop/pods", body)
+        # Bound only once the scheduler has seen the last node (its not-ready taint lifted) and every pod before it.
+        last = nodes[-1]["metadata"]["name"]
+        field = {"key": "metadata.name", "operator": "In", "values": [last]}
+        pinned = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [field]}]}}
+        cp.request("POST", "/api/v1/namespaces/shop/pods", {"metadata": {"name": "sentinel"}, "spec": {
+            "containers": container, "affinity": {"nodeAffinity": pinned}}})
+        if cp.watch_until("/api/v1/namespaces/shop/pods", lambda p: p["metadata"]["name"] == "sentinel"
+                          and bool(p["spec"].get("nodeName"))) is None:
+            raise SystemExit("reference: the scheduler did not bind the sentinel pod within 30 s")
+        bound: dict[str, str] = {}
+
+        def create(index: int) -> None:
+            cp.request("POST", "/api/v1/namespaces/shop/pods", {
+                "metadata": {"name": f"web-{index}", "labels": {"app": "web"}},
+                "spec": {**pod["spec"], "containers": container}})
+
+        def all_bound(obj: dict[str, Any]) -> bool:
+            if obj["metadata"]["name"].startswith("web-") and obj["spec"].get("nodeName"):
+                bound[obj["metadata"]["name"]] = obj["spec"]["nodeName"]
+            return len(bound) == count
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(create, range(count)))
+        if cp.watch_until("/api/v1/namespaces/shop/pods", all_bound, timeout=600) is None:
+            raise SystemExit(f"reference: only {len(bound)} of {count} pods were bound within 600 s")
+        real = time.perf_counter() - started
+    fast, plan = timed(plan_spread, pod, count, nodes, pods)
+    old = [str(p["spec"]["nodeName"]) for p in pods]
+
+    def zones(new: Sequence[str]) -> list[int]:
+        # Matching pods per zone, old and new: what the zone constraint (maxSkew 1) determines.
+        return sorted(Counter(zone_of[n] for n in [*old, *new]).values())
+
+    print(f"reference: {node_count} nodes, {existing} existing pods, {count} new pods")
+    print(f"  kube-scheduler: {real:8.2f} s  ({count / real:9.0f} pods/s, API round trips and the scheduler's "
+          f"client rate limit included); pods per zone {zones(list(bound.values()))}")
+    print(f"  plan_spread:    {fast:8.4f} s  ({count / fast:9.0f} pods/s); pods per zone {zones(plan)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--replicas", type=int, default=100_000)
     parser.add_argument("--baseline-replicas", type=int, default=300)
     parser.add_argument("--existing", type=int, default=6000)
+    parser.add_argument("--reference-nodes", type=int, default=300)
+    parser.add_argument("--reference-pods", type=int, default=600)
     args = parser.parse_args()
     pod, nodes, pods = make_cluster(args.nodes, args.existing)
     n = args.replicas
@@ -114,6 +182,7 @@ def main() -> None:
           f"same plan as plan_spread's first {m})")
     print(f"full scan    n={n:>7}: {slow_n:8.1f} s  (extrapolated from the {m} measured replicas)")
     print(f"speed-up at n: {slow_n / fast_n:.0f}x (goal >= 50x)")
+    reference(args.reference_nodes, args.reference_pods, args.existing * args.reference_nodes // args.nodes)
 
 
 if __name__ == "__main__":
