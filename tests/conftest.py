@@ -72,7 +72,8 @@ def _restore_logging() -> Iterator[None]:
     """Undo ``cloudzones.services.logs.configure`` after CLI tests: its handler holds pytest's soon-closed stderr."""
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    quiet = {name: logging.getLogger(name).level for name in ("azure", "urllib3", "kubernetes")}
+    quiet = {name: logging.getLogger(name).level
+             for name in ("azure", "urllib3", "kubernetes", "cloudzones", "providers", "storageclass")}
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
