@@ -105,6 +105,8 @@ class ControlPlane:
         """The path of an admin kubeconfig (client certificate in ``system:masters``)."""
         self.ca_file = ""
         """The CA that signed the API server's serving certificate."""
+        self.etcd_url = ""
+        """etcd's client URL (plain HTTP on loopback), for tests that compact or inspect storage."""
         self._client: kube.KubeClient | None = None
         self._processes: list[tuple[str, subprocess.Popen[bytes], IO[bytes]]] = []
         self._ssl: ssl.SSLContext | None = None
@@ -136,6 +138,7 @@ class ControlPlane:
         self.ca_file = str(pki.ca_file)
         etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
         self.url = f"https://127.0.0.1:{api_port}"
+        self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._spawn("etcd", [
             "--name=default", f"--data-dir={self.folder / 'etcd'}",
             f"--listen-client-urls=http://127.0.0.1:{etcd_port}", f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
