@@ -192,3 +192,31 @@ class TestConnectionLimits:
         finally:
             for sock in held:
                 sock.close()
+
+
+class TestSilentArm:
+    """The real provider against an ARM endpoint that accepts connections and never answers."""
+
+    def test_review_answers_within_budget(self) -> None:
+        """labels_for_volume through azure-mgmt-compute hangs on the silent peer; the review still answers in time."""
+        from providers.azure import AzureConfig, AzureProvider
+        from tests.conftest import FakeCredential
+
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(16)  # the kernel completes handshakes; nothing ever reads or answers
+            port = silent.getsockname()[1]
+            review_body = json.loads(REVIEW)
+            subscription = review_body["request"]["object"]["spec"]["azureDisk"]["diskURI"].split("/")[2]
+            config = AzureConfig.from_mapping({"subscriptionId": subscription, "resourceGroup": "rg",
+                                               "location": "westus"}, environ={})
+            provider = AzureProvider(config, credential=FakeCredential(), resource_manager_url=f"https://127.0.0.1:{port}")
+            lookup = budget.Budgeted(provider.labels_for_volume, seconds=0.5)
+            try:
+                started = time.monotonic()
+                answer = review.review(REVIEW, labels_for_volume=lookup)
+                elapsed = time.monotonic() - started
+            finally:
+                lookup.close()
+        assert elapsed < 1.5 and answer["response"]["allowed"] is True
+        assert "within the 0.5 s review budget" in answer["response"]["warnings"][0]
