@@ -8,8 +8,9 @@ the arrival of the state naming the successor, and printed (``pytest -s`` shows 
 successor's ``acquireTime``: that is stamped when its attempt begins, before it read the Lease.
 
 - One leads: the Lease names the first process, the second stays idle through renewals.
-- SIGTERM: the leader releases the Lease at once; the follower takes it at its next attempt,
-  at most one retry period later (it polls, it does not watch).
+- SIGTERM: the leader releases the Lease at once; the follower, which watches the Lease between its
+  attempts, takes it within a round trip: under 2 s, as the issue asks (polling alone needed up to a
+  whole retry period more).
 - SIGKILL: nothing is released; the follower takes the Lease only once it has expired (never
   earlier: no two leaders), and within lease duration + retry period.
 - Throughout, every node ends up labelled, and no process labels a node before it leads.
@@ -227,7 +228,7 @@ class TestHandover:
         report("SIGTERM: signal -> Lease released (seen by the watch)", release)
         report("SIGTERM: signal -> Lease held by the successor (seen by the watch)", takeover)
         assert release < MARGIN and released["leaseDurationSeconds"] == 1  # released, not left to expire
-        assert takeover < TIMINGS.retry_period + MARGIN
+        assert takeover < 2.0
         assert taken["leaseTransitions"] == 1
         assert "labelled node" not in before_leading(follower)
         follower.wait_for(f"labelled node {during}")

@@ -286,3 +286,28 @@ class TestProblem:
         api.fail_next("create", "leases", status=403)
         assert not elector.try_acquire_or_renew() and elector.problem.startswith("cannot create the lease")
         assert elector.try_acquire_or_renew() and elector.problem == ""
+
+
+class TestFollowerWatches:
+    """A follower watches the Lease between attempts, so a released Lease is taken within a round trip."""
+
+    def test_release_wakes_the_follower(self, api: FakeKubeApi, client: kube.KubeClient) -> None:
+        """With a 30 s retry period the follower still takes a released Lease at once (it is woken, not polling)."""
+        settings = leader.LeaderSettings(lease_duration=60, renew_deadline=45, retry_period=30)
+        first = leader.LeaderElector(client, name="cloudzones", namespace="kube-system", identity="a",
+                                     settings=settings)
+        second = leader.LeaderElector(client, name="cloudzones", namespace="kube-system", identity="b",
+                                      settings=settings)
+        assert first.try_acquire_or_renew()
+        runner = threading.Thread(target=second.run, daemon=True)
+        runner.start()
+        try:
+            assert api.wait_for_watches(1)  # b read the Lease, saw a, and now watches it
+            assert not second.leading.is_set()
+            assert first.release()
+            assert second.leading.wait(5)  # far sooner than the 30 s retry period
+            assert _lease(api)["spec"]["holderIdentity"] == "b"
+        finally:
+            second.stop()
+            runner.join(10)
+        assert not runner.is_alive()  # stop() also ends a watch in progress
