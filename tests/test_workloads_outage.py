@@ -223,3 +223,12 @@ class TestDesiredMembership:
         sts = {"kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ns"}, "spec": {"replicas": "many"}}
         with pytest.raises(errors.InvalidWorkloadSpec, match="spec.replicas"):
             outage.report({"nodes": NODES, "pods": [pod("db-0", "a")], "statefulSets": [sts]}, "z1")
+
+
+class TestHostileSnapshot:
+    """Found by the hostile-files campaign."""
+
+    def test_kind_that_is_not_a_string(self) -> None:
+        """A kind that is a list is an unexpected manifest, not a TypeError."""
+        with pytest.raises(errors.InvalidWorkloadSpec, match="unexpected manifest kind"):
+            outage.snapshot_from_documents([{"kind": "Node", "items": [{"kind": []}]}])

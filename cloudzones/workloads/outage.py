@@ -116,8 +116,8 @@ def snapshot_from_documents(documents: Sequence[Any]) -> dict[str, list[Mapping[
             raise f.invalid("snapshot", f"expected manifests, found {doc!r:.60}")
         if "items" in doc:
             pending[:0] = m.sequence(doc.get("items"), "items")
-        elif doc.get("kind") in kinds:
-            result[kinds[str(doc["kind"])]].append(doc)
+        elif isinstance(doc.get("kind"), str) and doc["kind"] in kinds:  # a kind may be any YAML value
+            result[kinds[doc["kind"]]].append(doc)
         elif any(key in doc for key in SNAPSHOT_KEYS) and "kind" not in doc:
             m.shaped(doc, shapes.SNAPSHOT)
             for key in SNAPSHOT_KEYS:
