@@ -121,11 +121,17 @@ def check(value: Any, schema: Schema, path: str = "") -> None:
                 _fail(where, shape, current)
             for key in sorted(current, key=str, reverse=True):
                 if not isinstance(key, str):
-                    raise ShapeError(f"{where}: keys must be strings, got {describe(key)} {key!r}", path=where)
+                    raise ShapeError(f"{where}: keys must be strings, got {describe(key)} {key!r:.40}", path=where)
+                if current[key] is None and not isinstance(shape.value, _Any):
+                    _fail(f"{where}.{key}" if where else key, shape.value, None)
                 stack.append((current[key], shape.value, f"{where}.{key}" if where else key))
         elif isinstance(shape, ListOf):
             if not isinstance(current, list):
                 _fail(where, shape, current)
+            for index, item in enumerate(current):
+                # null means "absent" for a field, but an absent list item is no item at all.
+                if item is None and not isinstance(shape.item, _Any):
+                    _fail(f"{where}[{index}]", shape.item, item)
             stack.extend((item, shape.item, f"{where}[{i}]") for i, item in reversed(list(enumerate(current))))
         elif not _fits(current, shape):
             _fail(where, shape, current)

@@ -136,3 +136,18 @@ class TestShapes:
         with pytest.raises(shapes.ShapeError) as info:
             shapes.check({"metadata": {"labels": 1, "annotations": 2}}, shapes.NODE)
         assert info.value.path == "metadata.annotations"
+
+
+class TestNullItems:
+    """null is absent for a field, never an item of a list or a value of a map (found by the campaign)."""
+
+    @pytest.mark.parametrize(("value", "schema", "path"), [
+        ({"nodes": [None]}, shapes.SNAPSHOT, "nodes[0]"),
+        ({"volumes": [None]}, shapes.LONGHORN_INPUT, "volumes[0]"),
+        ({"metadata": {"labels": {"a": None}}}, shapes.NODE, "metadata.labels.a"),
+    ])
+    def test_null_item_refused(self, value: dict[str, object], schema: shapes.Schema, path: str) -> None:
+        """The null item is named by its path."""
+        with pytest.raises(shapes.ShapeError) as info:
+            shapes.check(value, schema)
+        assert info.value.path == path and "got nothing (null)" in str(info.value)
