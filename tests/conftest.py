@@ -18,6 +18,9 @@ from cloudzones.testing.kubeapi import FakeKubeApi
 if TYPE_CHECKING:
     from cloudzones.testing.controlplane import ControlPlane
 
+# The contract suite's `backend` fixture (fake and real API server), shared by its two modules.
+pytest_plugins = ["tests.kube_contract"]
+
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
 
