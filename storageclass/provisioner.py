@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Protocol
 
 from cloudzones import errors, labels
+from storageclass.parameters import AZURE_DISK_PROVISIONERS
 from storageclass.spec import StorageClassSpec
 from storageclass.topology import volume_topology
 from storageclass.zones import Mode, ZoneChoice, explain_zones
@@ -62,7 +63,7 @@ class Provisioner:
     """Provision and delete zoned Azure managed disks for PersistentVolumeClaims."""
 
     def __init__(self, provider: DiskProvider, *, region: str | None = None, mode: Mode = "balanced",
-                 csi: bool = False) -> None:
+                 csi: bool = False, provisioners: Collection[str] = AZURE_DISK_PROVISIONERS) -> None:
         self.provider = provider
         config = getattr(provider, "config", None)
         self.region = region or getattr(config, "location", "") or ""
@@ -70,6 +71,8 @@ class Provisioner:
         self.mode: Mode = mode
         self.csi = csi
         """Write the CSI (``disk.csi.azure.com``) PV form instead of the in-tree ``azureDisk`` one."""
+        self.provisioners = frozenset(provisioners)
+        """The StorageClass ``provisioner`` names accepted (a service running under its own name adds it)."""
 
     def provision(self, pvc: Mapping[str, Any], storage_class: Mapping[str, Any], *, active_zones: Iterable[str],
                   selected_node: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -82,7 +85,7 @@ class Provisioner:
         """`provision`, also returning the zone choice and the rule that decided it."""
         if not self.region:
             raise errors.ConfigError("the provisioner needs the cluster's region (region= or a configured provider)")
-        spec = StorageClassSpec.from_manifest(storage_class, region=self.region)
+        spec = StorageClassSpec.from_manifest(storage_class, region=self.region, provisioners=self.provisioners)
         meta = pvc.get("metadata") or {}
         claim_name, namespace, uid = str(meta.get("name") or ""), str(meta.get("namespace") or "default"), str(
             meta.get("uid") or "")

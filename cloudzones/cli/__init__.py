@@ -22,6 +22,7 @@ _COMMAND_MODULES: tuple[str, ...] = (
     "cloudzones.cli.plan",
     "cloudzones.cli.controller",
     "cloudzones.cli.node_agent",
+    "cloudzones.cli.provisioner",
     "cloudzones.cli.webhook",
     "cloudzones.cli.lb",
     "cloudzones.cli.simulate",

@@ -74,6 +74,14 @@ def name(value: str) -> str:
     return value
 
 
+def provisioner_name(value: str) -> str:
+    """A StorageClass provisioner name: a DNS-1123 subdomain with at most one ``/`` (``example.com/disk``)."""
+    if len(value) > 253 or not _PROVISIONER.fullmatch(value):
+        raise argparse.ArgumentTypeError(f"{value!r:.80} is not a provisioner name (lower-case DNS name, optionally "
+                                         "followed by '/' and a name: cloudzones.io/azure-disk)")
+    return value
+
+
 def url(value: str) -> str:
     """An http(s) URL with a host."""
     parts = urllib.parse.urlsplit(value)
@@ -124,6 +132,7 @@ def _int(value: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and len(text) < 10 else None
 
 
+_PROVISIONER = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 _DNS_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _KEY = re.compile(r"(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?")
 _VALUE = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,8 +18,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from cloudzones import errors, kube, nodelabels
-from cloudzones.kube import events, informer, workqueue
-from cloudzones.retry import RetryLater, RetryPolicy
+from cloudzones.kube import events, informer
+from cloudzones.retry import RetryPolicy
+from cloudzones.services.workers import Workers
 from cloudzones.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class ControllerMetrics:
         self.arm_calls = Gauge("cloudzones_arm_calls", "Requests sent to Azure Resource Manager", registry=registry)
 
 
-class NodeLabeler:
+class NodeLabeler(Workers):
     """Label every node with its region and zone (GA and beta keys, plus the fault domain when unzoned)."""
 
     def __init__(self, client: kube.KubeClient, provider: Any, *, settings: ControllerSettings | None = None,
@@ -72,11 +72,7 @@ class NodeLabeler:
                  on_node_change: Callable[[str], object] | None = None) -> None:
         self.client, self.provider = client, provider
         self.settings = settings or ControllerSettings()
-        self.queue = workqueue.KeyQueue()
-        self.retries = RetryLater(self.settings.retry, clock=clock, rand=rand)
-        self.stop_event = threading.Event()
-        self.active = threading.Event()
-        """Set while this replica may act (always, without leader election)."""
+        super().__init__(self.settings.retry, name="labeller", clock=clock, rand=rand)
         # on_node_change lets the pod annotator wake pods waiting for a node's labels.
         notify = (lambda *views: on_node_change(views[-1].name)) if on_node_change else None
         self.informer: informer.Informer[nodelabels.NodeView] = informer.Informer(
@@ -90,7 +86,6 @@ class NodeLabeler:
         if calls is not None:
             self.metrics.arm_calls.set_function(lambda: provider.arm_calls.total)
         self._failing: dict[str, str] = {}
-        self._threads: list[threading.Thread] = []
 
     # -- one node -------------------------------------------------------------------------------
 
@@ -171,28 +166,9 @@ class NodeLabeler:
 
     # -- running --------------------------------------------------------------------------------
 
-    def process_one(self, timeout: float | None = 0.5) -> str | None:
-        """Take one node from the queue and reconcile it; None when the queue stayed empty."""
-        key = self.queue.get(timeout=timeout)
-        if key is None:
-            return None
-        started = time.perf_counter()
-        try:
-            return self.reconcile(key)
-        except Exception:  # a bug must not kill the worker; the node is retried
-            log.exception("reconciling node %s failed unexpectedly", key)
-            self.retries.schedule(key)
-            return "error"
-        finally:
-            self.metrics.reconcile.observe(time.perf_counter() - started)
-            self.queue.done(key)
-
-    def requeue_due(self) -> int:
-        """Put nodes whose retry time has come back on the queue; returns how many."""
-        due = self.retries.due()
-        for key in due:
-            self.queue.add(key)
-        return len(due)
+    def observe(self, seconds: float) -> None:
+        """Record one reconcile's duration."""
+        self.metrics.reconcile.observe(seconds)
 
     def enqueue_all(self) -> None:
         """Queue every cached node (after winning the lease)."""
@@ -210,9 +186,7 @@ class NodeLabeler:
         self.informer.start()
         if leading:
             self.set_leading(True)
-        for index in range(self.settings.workers):
-            self._spawn(self._work, f"labeller-{index}")
-        self._spawn(self._retry_timer, "labeller-retries")
+        self.start_workers(self.settings.workers)
 
     def set_leading(self, leading: bool) -> None:
         """Act (and re-check every node) or pause."""
@@ -224,25 +198,5 @@ class NodeLabeler:
 
     def stop(self) -> None:
         """Stop everything and wait for the threads."""
-        self.stop_event.set()
-        self.queue.shutdown()
+        self.stop_workers()
         self.informer.stop()
-        for thread in self._threads:
-            thread.join(timeout=5)
-
-    def _spawn(self, target: Callable[[], None], name: str) -> None:
-        thread = threading.Thread(target=target, name=name, daemon=True)
-        thread.start()
-        self._threads.append(thread)
-
-    def _work(self) -> None:
-        while not self.stop_event.is_set():
-            if not self.active.wait(timeout=0.5):
-                continue
-            self.process_one(timeout=0.5)
-
-    def _retry_timer(self) -> None:
-        while not self.stop_event.is_set():
-            self.requeue_due()
-            wait = self.retries.next_in()
-            self.stop_event.wait(0.5 if wait is None else min(max(wait, 0.01), 0.5))

@@ -120,6 +120,12 @@ class AzureProvider:
             if self._credential is None:
                 self._credential = credentials.build_credential(self.config)
 
+    def check_disk_settings(self) -> None:
+        """`check_arm_settings`, and the resource group and location that creating disks needs (the provisioner)."""
+        self.check_arm_settings()
+        self._group()
+        self._location()
+
     def _client_for(self, kind: Callable[..., ApiT], subscription_id: str | None) -> ApiT:
         # One client per (kind, subscription), all sharing this provider's credential and throttle gate.
         sub = subscription_id or self.config.subscription_id
