@@ -25,7 +25,7 @@ from cloudzones.testing.controlplane import ControlPlane
 from tests.processes import ROOT
 
 DEPLOY = ROOT / "deploy"
-OVERLAYS = ("deploy", "deploy/with-annotator")
+OVERLAYS = ("deploy", "deploy/with-provisioner", "deploy/with-annotator")
 """What ``kubectl apply -k`` is documented for, in the order applied (the second is a superset)."""
 CRDS = ROOT / "tests/data/cert-manager-crds.yaml"
 NAMESPACE = "cloudzones-system"
@@ -79,8 +79,9 @@ def deployed(cp: ControlPlane) -> Iterator[Deployment]:
             result.applied[overlay] = apply(cp, result.rendered[overlay])
         yield result
     finally:
-        # with-annotator renders everything deploy/ does plus the annotator's RBAC.
-        remove(cp, result.rendered.get(OVERLAYS[-1]) or render(cp, OVERLAYS[-1]))
+        # Each overlay renders everything deploy/ does plus its component: remove the components' too.
+        for overlay in reversed(OVERLAYS[1:]):
+            remove(cp, result.rendered.get(overlay) or render(cp, overlay))
         remove(cp, crds)
 
 

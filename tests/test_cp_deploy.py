@@ -24,13 +24,14 @@ from tests.cp_deploy import CONTROLLER, DEPLOY, NAMESPACE, NODE_AGENT, OVERLAYS,
 
 deployment = cp_deploy.deployment  # the module-scoped fixture, shared with test_cp_rbac
 EXAMPLES = sorted((DEPLOY / "examples").glob("*.yaml"))
-WORKLOADS = [("Deployment", CONTROLLER), ("DaemonSet", NODE_AGENT), ("Deployment", WEBHOOK)]
+WORKLOADS = [("Deployment", CONTROLLER), ("DaemonSet", NODE_AGENT), ("Deployment", WEBHOOK),
+             ("Deployment", "cloudzones-provisioner")]
 EXAMPLE_NAMESPACE = "cp-deploy-examples"
 
 
 def template_pod(deployment: Deployment, kind: str, name: str) -> dict[str, Any]:
-    """A Pod built from workload ``kind/name``'s template of the annotator overlay, as its controller would."""
-    workload = next(d for d in deployment.objects(OVERLAYS[-1])
+    """A Pod built from workload ``kind/name``'s template (from the overlay that has it), as its controller would."""
+    workload = next(d for overlay in reversed(OVERLAYS) for d in deployment.objects(overlay)
                     if d["kind"] == kind and d["metadata"]["name"] == name)
     template = copy.deepcopy(workload["spec"]["template"])
     return {"apiVersion": "v1", "kind": "Pod",

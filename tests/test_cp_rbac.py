@@ -28,6 +28,8 @@ from tests import cp_deploy
 from tests.cp_deploy import CONTROLLER, NAMESPACE, NODE_AGENT, WEBHOOK
 from tests.processes import REGION, RESOURCE_GROUP, SUBSCRIPTION, FakeAzure, Service, fake_azure
 
+PROVISIONER = "cloudzones-provisioner"
+
 deployment = cp_deploy.deployment  # the module-scoped fixture, shared with test_cp_deploy
 SUFFIX = uuid.uuid4().hex[:6]
 PREFIX = f"cp-rbac-{SUFFIX}"
@@ -238,6 +240,19 @@ RIGHTS = [
     (WEBHOOK, "get", "persistentvolumes", "", False),
     (WEBHOOK, "create", "events", "default", False),
     (WEBHOOK, "get", "secrets", NAMESPACE, False),
+    (PROVISIONER, "create", "persistentvolumes", "", True),
+    (PROVISIONER, "delete", "persistentvolumes", "", True),
+    (PROVISIONER, "update", "persistentvolumes", "", False),
+    (PROVISIONER, "patch", "persistentvolumeclaims", PODS_NAMESPACE, True),
+    (PROVISIONER, "delete", "persistentvolumeclaims", PODS_NAMESPACE, False),
+    (PROVISIONER, "get", "persistentvolumeclaims", PODS_NAMESPACE, False),  # the informer lists; nothing gets
+    (PROVISIONER, "list", "storageclasses.storage.k8s.io", "", True),
+    (PROVISIONER, "create", "storageclasses.storage.k8s.io", "", False),
+    (PROVISIONER, "patch", "nodes", "", False),
+    (PROVISIONER, "create", "events", PODS_NAMESPACE, True),
+    (PROVISIONER, "update", "leases", NAMESPACE, True),
+    (PROVISIONER, "get", "leases", "default", False),
+    (PROVISIONER, "get", "secrets", NAMESPACE, False),
 ]
 
 

@@ -19,6 +19,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 NAMESPACE = "cloudzones-system"
 CONTROLLER, NODE_AGENT, WEBHOOK = "cloudzones-controller", "cloudzones-node-agent", "cloudzones-webhook"
+PROVISIONER = "cloudzones-provisioner"
+PROVISIONER_MODULES = ("cloudzones/services/provisioner.py", "cloudzones/kube/leader.py", "cloudzones/kube/events.py")
+"""The calls of `cloudzones provisioner` (deploy/provisioner/, a component like the annotator)."""
 
 # The modules whose Kubernetes calls each ServiceAccount makes (the annotator's only with --annotate-pods).
 SERVICE_ACCOUNT_MODULES: dict[str, tuple[str, ...]] = {
@@ -64,6 +67,11 @@ def with_annotator() -> list[dict[str, Any]]:
     return build(DEPLOY / "with-annotator")
 
 
+@pytest.fixture(scope="module")
+def with_provisioner() -> list[dict[str, Any]]:
+    return build(DEPLOY / "with-provisioner")
+
+
 class TestScanner:
     """kube_calls, the source scan behind the RBAC check."""
 
@@ -103,6 +111,19 @@ class TestRbac:
         assert granted(with_annotator, CONTROLLER) == used_by(SERVICE_ACCOUNT_MODULES[CONTROLLER] + ANNOTATOR_MODULES)
         for account in (NODE_AGENT, WEBHOOK):
             assert granted(with_annotator, account) == used_by(SERVICE_ACCOUNT_MODULES[account])
+
+    def test_provisioner_grants_what_is_used(self, base: list[dict[str, Any]],
+                                             with_provisioner: list[dict[str, Any]]) -> None:
+        """With the provisioner its own account has exactly its modules' calls; nobody else gains a right."""
+        assert granted(with_provisioner, PROVISIONER) == used_by(PROVISIONER_MODULES)
+        assert granted(base, PROVISIONER) == set()
+        for account in SERVICE_ACCOUNT_MODULES:
+            assert granted(with_provisioner, account) == granted(base, account)
+
+    def test_provisioner_lease_in_its_namespace(self, with_provisioner: list[dict[str, Any]]) -> None:
+        """Its Lease rights come through a RoleBinding in cloudzones-system; claims and PVs through its ClusterRole."""
+        binding = find(with_provisioner, "RoleBinding", "cloudzones-provisioner-leader-election")
+        assert binding["metadata"]["namespace"] == NAMESPACE and binding["roleRef"]["kind"] == "Role"
 
     def test_pods_only_with_annotator(self, base: list[dict[str, Any]], with_annotator: list[dict[str, Any]]) -> None:
         """Pod rights live only in the annotator's ClusterRole: exactly its pod calls, and Events on the pods."""
@@ -168,9 +189,11 @@ class TestManifests:
         examples = set((DEPLOY / "examples").glob("*.yaml"))
         assert examples and set(DEPLOY.rglob("*.yaml")) - examples == reached
 
-    def test_schema(self, with_annotator: list[dict[str, Any]]) -> None:
+    def test_schema(self, with_annotator: list[dict[str, Any]], with_provisioner: list[dict[str, Any]]) -> None:
         """Every built object and example validates against the client's models (unknown fields refused)."""
-        docs = with_annotator + load(DEPLOY / "examples" / "zone-injection.yaml")
+        extra = [d for d in with_provisioner if d not in with_annotator]
+        docs = (with_annotator + extra + load(DEPLOY / "examples" / "zone-injection.yaml")
+                + load(DEPLOY / "examples" / "storageclass-zoned.yaml"))
         kinds = {d["kind"] for d in docs}
         assert {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                 "Deployment", "DaemonSet", "Service", "MutatingWebhookConfiguration", "Certificate",
@@ -228,13 +251,19 @@ WORKLOADS = [
 ]
 
 
-class TestWorkloads:
-    """The controller Deployment, node-agent DaemonSet and webhook Deployment."""
+PROVISIONER_WORKLOAD = Workload("Deployment", PROVISIONER, "provisioner", 2, 8080, "HTTP", {
+    "--cloud-config": "/etc/kubernetes/azure.json", "--leader-election-namespace": NAMESPACE,
+    "--provisioner-name": "cloudzones.io/azure-disk", "--metrics-port": "8080"})
 
-    @pytest.mark.parametrize("want", WORKLOADS, ids=[w.name for w in WORKLOADS])
-    def test_workload(self, base: list[dict[str, Any]], want: Workload) -> None:
+
+class TestWorkloads:
+    """The controller Deployment, node-agent DaemonSet, webhook Deployment and provisioner Deployment."""
+
+    @pytest.mark.parametrize("want", [*WORKLOADS, PROVISIONER_WORKLOAD], ids=[w.name for w in WORKLOADS]
+                             + [PROVISIONER])
+    def test_workload(self, with_provisioner: list[dict[str, Any]], want: Workload) -> None:
         """Args, replicas, service account, probes on /healthz and /readyz, non-root, resources, selector."""
-        workload = find(base, want.kind, want.name)
+        workload = find(with_provisioner, want.kind, want.name)
         assert workload["spec"].get("replicas") == want.replicas
         assert workload["spec"]["selector"]["matchLabels"].items() <= \
             workload["spec"]["template"]["metadata"]["labels"].items()
@@ -256,10 +285,10 @@ class TestWorkloads:
         assert set(container["resources"]["requests"]) == {"cpu", "memory"}
         assert "memory" in container["resources"]["limits"]
 
-    @pytest.mark.parametrize("name", [CONTROLLER, WEBHOOK])
-    def test_cloud_config(self, base: list[dict[str, Any]], name: str) -> None:
+    @pytest.mark.parametrize("name", [CONTROLLER, WEBHOOK, PROVISIONER])
+    def test_cloud_config(self, with_provisioner: list[dict[str, Any]], name: str) -> None:
         """The Secret azure-cloud-config is mounted so that its azure.json is /etc/kubernetes/azure.json."""
-        pod = _pod_spec(base, "Deployment", name)
+        pod = _pod_spec(with_provisioner, "Deployment", name)
         volume = next(v for v in pod["volumes"] if (v.get("secret") or {}).get("secretName") == "azure-cloud-config")
         mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == volume["name"])
         assert mount["readOnly"] is True
@@ -281,12 +310,12 @@ class TestWorkloads:
         assert flags(with_annotator) == ["--annotate-pods=cloudzones.io/zone-injection=enabled"]
         assert flags([find(with_annotator, "Deployment", CONTROLLER)]) == flags(with_annotator)
 
-    def test_args_parse(self, with_annotator: list[dict[str, Any]]) -> None:
+    def test_args_parse(self, with_annotator: list[dict[str, Any]], with_provisioner: list[dict[str, Any]]) -> None:
         """Global options are the CLI's; a subcommand the CLI already has parses its args."""
         parser = cli.build_parser()
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
         options = {o: a for a in parser._actions for o in a.option_strings if a.choices}
-        for doc in with_annotator:
+        for doc in with_annotator + with_provisioner:
             for container in containers(doc):
                 before, command, _ = _subcommand(container["args"])
                 for option, value in zip(before[::2], before[1::2], strict=True):
@@ -351,3 +380,17 @@ class TestExample:
         (mount,) = init["volumeMounts"]
         assert mount["name"] == volume["name"]
         assert f"until [ -s {mount['mountPath']}/{item['path']} ]" in init["command"][-1]
+
+
+class TestStorageClassExample:
+    """deploy/examples/storageclass-zoned.yaml: classes our provisioner serves and its rules accept."""
+
+    def test_classes_pass_the_rules(self) -> None:
+        """Each class names cloudzones.io/azure-disk and passes StorageClassSpec.from_manifest."""
+        from storageclass import StorageClassSpec
+
+        classes = load(DEPLOY / "examples" / "storageclass-zoned.yaml")
+        assert len(classes) >= 2
+        for doc in classes:
+            assert doc["provisioner"] == PROVISIONER_WORKLOAD.options["--provisioner-name"]
+            StorageClassSpec.from_manifest(doc, region="eastus")

@@ -94,21 +94,24 @@ class DiskProvisioner(Workers):
         self._zones: collections.Counter[str] = collections.Counter()
         self._node_zone: dict[str, str] = {}
         self._zones_lock = threading.Lock()
-        self.claims = self._informer(kube.PERSISTENT_VOLUME_CLAIMS, claims.project_claim, self._claim_changed)
-        self.volumes = self._informer(kube.PERSISTENT_VOLUMES, claims.project_volume, self._volume_changed,
-                                      on_delete=lambda last: self._disks_gone.discard(last["metadata"].get("name", "")))
-        self.classes = self._informer(kube.STORAGE_CLASSES, claims.project_class, lambda _: self._retry_failing())
-        self.nodes = self._informer(kube.NODES, _project_node, self._node_changed, on_delete=self._node_deleted)
+        # One Informer call per resource, kube.X spelled out: tests/test_deploy_manifests.py reads them for RBAC.
+        timing, stop = self.settings.informer, self.stop_event
+        self.claims: informer.Informer[dict[str, Any]] = informer.Informer(
+            client, kube.PERSISTENT_VOLUME_CLAIMS, project=claims.project_claim, on_add=self._claim_changed,
+            on_update=lambda old, new: self._claim_changed(new), settings=timing, stop=stop)
+        self.volumes: informer.Informer[dict[str, Any]] = informer.Informer(
+            client, kube.PERSISTENT_VOLUMES, project=claims.project_volume, on_add=self._volume_changed,
+            on_update=lambda old, new: self._volume_changed(new), settings=timing, stop=stop,
+            on_delete=lambda last: self._disks_gone.discard(last["metadata"].get("name", "")))
+        self.classes: informer.Informer[dict[str, Any]] = informer.Informer(
+            client, kube.STORAGE_CLASSES, project=claims.project_class, on_add=lambda _: self._retry_failing(),
+            on_update=lambda old, new: self._retry_failing(), settings=timing, stop=stop)
+        self.nodes: informer.Informer[dict[str, Any]] = informer.Informer(
+            client, kube.NODES, project=_project_node, on_add=self._node_changed, settings=timing, stop=stop,
+            on_update=lambda old, new: self._node_changed(new), on_delete=self._node_deleted)
         self._informers = (self.claims, self.volumes, self.classes, self.nodes)
 
     # -- informer callbacks (on the informers' threads: keep them short) ----------------------------
-
-    def _informer(self, resource: kube.Resource, project: Callable[[dict[str, Any]], dict[str, Any]],
-                  changed: Callable[[dict[str, Any]], object], *,
-                  on_delete: Callable[[dict[str, Any]], object] | None = None) -> informer.Informer[dict[str, Any]]:
-        return informer.Informer(self.client, resource, project=project, on_add=changed,
-                                 on_update=lambda old, new: changed(new), on_delete=on_delete,
-                                 settings=self.settings.informer, stop=self.stop_event)
 
     def _claim_changed(self, pvc: dict[str, Any]) -> None:
         if claims.wants_provisioning(pvc, self.settings.name):

@@ -153,6 +153,20 @@ class FakeImds:
             self._server.stop()
 
 
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    """A reply being held back (`FakeArm.hold_next`): ``reached`` once the write is done, ``release()`` to answer."""
+
+    method: str
+    match: str
+    reached: threading.Event = dataclasses.field(default_factory=threading.Event)
+    released: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        """Send the held reply (to a connection that may be gone)."""
+        self.released.set()
+
+
 class FakeArm:
     """In-memory Azure Resource Manager for Microsoft.Compute: VMs, scale sets and their VMs, managed disks."""
 
@@ -166,6 +180,7 @@ class FakeArm:
         """Requests by (method, resource kind), e.g. ``("GET", "scaleSetVMs")``."""
         self._lock = threading.RLock()
         self._faults = _Faults()
+        self._holds: list[Hold] = []
         self._server: LoopbackServer | None = None
         self.tls: TlsFiles | None = None
 
@@ -226,6 +241,14 @@ class FakeArm:
         """Answer the next ``count`` matching requests with a server error."""
         self._faults.add(status=status, count=count, methods=methods, retry_after=None, match=match.lower())
 
+    def hold_next(self, method: str, match: str) -> Hold:
+        """Carry out the next ``method`` request whose path contains ``match``, but hold its reply until the
+        returned `Hold` is released: a client killed meanwhile never learns that its write happened."""
+        hold = Hold(method.upper(), match.lower())
+        with self._lock:
+            self._holds.append(hold)
+        return hold
+
     # -- HTTP -----------------------------------------------------------------------------------
 
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes = b"") -> Reply:
@@ -244,7 +267,14 @@ class FakeArm:
         if fault is not None:
             return fault
         with self._lock:
-            return self._route(method, rest, rest_low, body)
+            reply = self._route(method, rest, rest_low, body)
+            hold = next((h for h in self._holds if h.method == method and h.match in url.path.lower()), None)
+            if hold is not None:
+                self._holds.remove(hold)
+        if hold is not None:
+            hold.reached.set()
+            hold.released.wait(60)
+        return reply
 
     def _route(self, method: str, rest: list[str], low: list[str], body: bytes) -> Reply:
         if low == ["virtualmachines"] and method == "GET":
