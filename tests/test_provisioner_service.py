@@ -116,6 +116,7 @@ def settle(service: DiskProvisioner) -> list[str]:
     outcomes = []
     while (outcome := service.process_one(timeout=0.1)) is not None:
         outcomes.append(outcome)
+    assert service.events.flush()
     return outcomes
 
 
@@ -261,6 +262,7 @@ class TestRefusals:
         created(service, api, "persistentvolumeclaims", claim("data", storage_class_name="bad"), namespace="apps")
         assert settle(service) == ["retry"]
         assert service.reconcile("claim/apps/data") == "retry"
+        assert service.events.flush()
         failures = [e for e in events_for(api, "data") if e[1] == "ProvisioningFailed"]
         assert len(failures) == 1 and f"rule {rule!r}" in failures[0][2], failures
         assert not arm.calls and not api.list("persistentvolumes")
@@ -318,6 +320,7 @@ class TestDeletion:
         self.release(service, api, name)
         assert settle(service) == ["retry"]
         assert service.reconcile(f"volume/{name}") == "retry"
+        assert service.events.flush()
         (event,) = [e for e in events_for(api, name) if e[1] == "VolumeFailedDelete"]
         assert "still attached" in event[2]
         assert name in arm.disks and api.find("persistentvolumes", name) is not None

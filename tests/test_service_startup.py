@@ -59,6 +59,10 @@ class TestFlags:
         (["controller", "--metrics-port", "65536"], "argument --metrics-port: '65536' is not a port (1-65535)"),
         (["controller", "--metrics-port", "-1"], "argument --metrics-port: '-1' is not a port"),
         (["controller", "--metrics-address", "example.com"], "'example.com' is not an IP address to listen on"),
+        (["provisioner", "--provisioner-name", "Azure Disk"], "argument --provisioner-name: 'Azure Disk' is not a "),
+        (["provisioner", "--provisioner-name", "a/b/c"], "argument --provisioner-name: 'a/b/c' is not a provisioner"),
+        (["provisioner", "--zone-mode", "random"], "argument --zone-mode: invalid choice: 'random'"),
+        (["provisioner", "--workers", "-1"], "argument --workers: '-1' is not a whole number of at least 1"),
         (["node-agent", "--interval", "0"], "argument --interval: '0' is not a number of seconds above 0"),
         (["node-agent", "--imds-url", "169.254.169.254"], "'169.254.169.254' is not an http:// or https:// URL"),
         (["webhook", "--tls-cert-file", "c", "--tls-key-file", "k", "--port", "0"], "'0' is not a port (1-65535)"),
@@ -92,6 +96,21 @@ class TestStartUp:
         assert main(["controller", "--cloud-config", str(path), "--metrics-port", "0"]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "no Azure credentials in the cloud config" in err
+
+    @pytest.mark.parametrize(("missing", "message"), [
+        ("location", "no location in the cloud config"),
+        ("resourceGroup", "no resourceGroup in the cloud config"),
+        ("useManagedIdentityExtension", "no Azure credentials in the cloud config"),
+    ])
+    def test_provisioner_cloud_config(self, tmp_path: pathlib.Path, cloud_config: pathlib.Path, missing: str,
+                                      message: str, capsys: pytest.CaptureFixture[str]) -> None:
+        """The provisioner needs credentials, a resource group and a location for its disks: one line, exit 1."""
+        settings = json.loads(cloud_config.read_text())
+        del settings[missing]
+        cloud_config.write_text(json.dumps(settings))
+        assert main(["provisioner", "--cloud-config", str(cloud_config), "--metrics-port", "0"]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
 
     def test_kubeconfig_not_a_mapping(self, tmp_path: pathlib.Path, cloud_config: pathlib.Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:

@@ -83,6 +83,8 @@ class DiskProvisioner(Workers):
                                    provisioners=parameters.AZURE_DISK_PROVISIONERS | {self.settings.name})
         super().__init__(self.settings.retry, name="provisioner", clock=clock, rand=rand)
         self.metrics = ProvisionerMetrics(registry or CollectorRegistry())
+        self.events = events.EventRecorder(client, component=self.settings.name)
+        """Events go out from their own thread (as client-go's recorder sends them): workers never wait."""
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         if getattr(provider, "arm_calls", None) is not None:
             self.metrics.arm_calls.set_function(lambda: provider.arm_calls.total)
@@ -323,8 +325,7 @@ class DiskProvisioner(Workers):
 
     def _event(self, obj: Mapping[str, Any], reason: str, message: str, event_type: str, *,
                kind: str = "PersistentVolumeClaim") -> None:
-        events.emit(self.client, obj, reason=reason, message=message, kind=kind, component=self.settings.name,
-                    event_type=event_type)
+        self.events.record(obj, reason=reason, message=message, kind=kind, event_type=event_type)
 
     def readiness(self) -> str:
         """``""`` when this replica can do its work; else why not (for ``/readyz``)."""
@@ -370,6 +371,7 @@ class DiskProvisioner(Workers):
         self.stop_workers()
         for each in self._informers:
             each.stop()
+        self.events.close()
 
 
 _NODE_KEYS = nodelabels.MANAGED_KEYS | {labels.CSI_DISK_ZONE}
