@@ -15,18 +15,24 @@ from typing import Any
 
 from cloudzones import errors
 
-# Each module defines ``register(subparsers)``; the order is the order of ``--help``.
-_COMMAND_MODULES: tuple[str, ...] = (
-    "cloudzones.cli.zone",
-    "cloudzones.cli.volume_zone",
-    "cloudzones.cli.plan",
-    "cloudzones.cli.controller",
-    "cloudzones.cli.node_agent",
-    "cloudzones.cli.provisioner",
-    "cloudzones.cli.webhook",
-    "cloudzones.cli.lb",
-    "cloudzones.cli.simulate",
-)
+# Each module defines ``register(subparsers)``; the order is the order of ``--help``. The one-line help is
+# repeated here so that ``cloudzones --help`` lists every command without importing any of them (the service
+# commands pull in the kubernetes client and the Azure SDKs); tests/test_cli_startup.py checks they agree.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "zone": ("cloudzones.cli.zone", "show a node's region, zone and the labels cloudzones would apply"),
+    "volume-zone": ("cloudzones.cli.volume_zone", "show the zone a claim's disk would get, and the rule that decided"),
+    "plan": ("cloudzones.cli.plan",
+             "check workload spread (Loki, FoundationDB, Longhorn) and zone-outage impact offline"),
+    "controller": ("cloudzones.cli.controller", "run the node labeller (Deployment mode)"),
+    "node-agent": ("cloudzones.cli.node_agent", "label this node from its own IMDS (DaemonSet mode)"),
+    "provisioner": ("cloudzones.cli.provisioner", "run the zoned-disk provisioner (Deployment mode)"),
+    "webhook": ("cloudzones.cli.webhook", "serve the PersistentVolume label admission webhook"),
+    "lb": ("cloudzones.cli.lb", "plan (and apply) a zone-redundant Standard load balancer and public IP"),
+    "simulate": ("cloudzones.cli.simulate",
+                 "run every component against an emulated Azure and Kubernetes, then check invariants"),
+}
+_COMMAND_MODULES: tuple[str, ...] = tuple(module for module, _ in _COMMANDS.values())
+_GLOBAL_VALUED = ("--log-level", "--log-format")
 
 log = logging.getLogger("cloudzones.cli")
 
@@ -53,8 +59,22 @@ class _CommandParser(argparse.ArgumentParser):
         _add_log_options(self, defaults=False)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, with every subcommand registered."""
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (after any global options), or None (``--help``, a typo, nothing)."""
+    tokens = iter(argv)
+    for token in tokens:
+        if token in _GLOBAL_VALUED:
+            next(tokens, None)
+        elif not token.startswith("-"):
+            return token if token in _COMMANDS else None
+        elif token in ("-h", "--help"):
+            return None
+    return None
+
+
+def build_parser(*, only: str | None = None, lazy: bool = False) -> argparse.ArgumentParser:
+    """The argument parser: every subcommand registered, or with ``lazy`` only ``only``'s module imported
+    (the others are listed by name and help, enough for ``--help`` and for naming a typo)."""
     parser = argparse.ArgumentParser(
         prog="cloudzones", description="Zone-aware Kubernetes on Azure: node and volume zone labels, zoned disks, "
                                        "replica placement. Global options may also follow the command.",
@@ -62,15 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_log_options(parser, defaults=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                        parser_class=_CommandParser)
-    for name in _COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    for name, (module, text) in _COMMANDS.items():
+        if not lazy or name == only:
+            importlib.import_module(module).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=text, add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=chosen_command(arguments), lazy=True)
+    args = parser.parse_args(arguments)
     from cloudzones.services import logs
 
     logs.configure(level=args.log_level, fmt=args.log_format)
