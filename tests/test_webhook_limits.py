@@ -141,6 +141,41 @@ class TestHostileRequests:
             sock.settimeout(5)
             assert sock.recv(1024) == b""  # closed: no second answer
 
+    @pytest.mark.parametrize(("request_head", "status", "says"), [
+        (b"POST /mutate-pv HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400, "conflicting"),
+        (b"POST /mutate-pv HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n", 400, "bad header line"),
+        (b"POST /mutate-pv HTTP/1.1\r\nno colon here\r\n\r\n", 400, "bad header line"),
+        (b"POST /mutate-pv HTTP/1.1\r\n" + b"X-A: 1\r\n" * 101 + b"\r\n", 431, "more than 100 header lines"),
+        (b"POST /mutate-pv HTTP/1.1\r\nX-A: " + b"a" * 70_000 + b"\r\n\r\n", 431, "header line too long"),
+        (b"POST /mutate-pv HTTP/2.0\r\n\r\n", 400, "bad request line"),
+        (b"POST  /mutate-pv HTTP/1.1\r\n\r\n", 400, "bad request line"),
+        (b"post /mutate-pv HTTP/1.1\r\n\r\n", 501, "unsupported method"),
+    ])
+    def test_bad_framing_closes(self, running: webhook_server.WebhookServer, tls: TlsFiles, request_head: bytes,
+                                status: int, says: str) -> None:
+        """Framing the server does not accept is one JSON error, then the connection is closed."""
+        with connect(running, tls.ca_file) as sock:
+            answered, answer = exchange(sock, request_head)
+            assert answered == status and says in answer["error"], answer
+            sock.settimeout(5)
+            assert sock.recv(1024) == b""
+
+    def test_http_1_0_closes_after_answer(self, running: webhook_server.WebhookServer, tls: TlsFiles) -> None:
+        """An HTTP/1.0 request without keep-alive is answered, then the connection closed."""
+        with connect(running, tls.ca_file) as sock:
+            status, answer = exchange(sock, b"GET /healthz HTTP/1.0\r\n\r\n")
+            assert (status, answer) == (200, {"status": "ok"})
+            sock.settimeout(5)
+            assert sock.recv(1024) == b""
+
+    def test_keep_alive_serves_many(self, running: webhook_server.WebhookServer, tls: TlsFiles) -> None:
+        """Three reviews on one HTTP/1.1 connection, each answered whole."""
+        with connect(running, tls.ca_file) as sock:
+            for _ in range(3):
+                status, answer = exchange(sock, b"POST /mutate-pv HTTP/1.1\r\nContent-Length: %d\r\n\r\n"
+                                          % len(REVIEW) + REVIEW)
+                assert status == 200 and answer["response"]["allowed"] is True
+
     @pytest.mark.parametrize("method", ["DELETE", "PUT", "PATCH", "FROB"])
     def test_other_methods_get_json(self, running: webhook_server.WebhookServer, tls: TlsFiles, method: str) -> None:
         """Unknown methods answer 501 with a JSON body, not an HTML page."""
