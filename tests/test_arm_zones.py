@@ -243,3 +243,23 @@ class TestThrottling:
         with pytest.raises(errors.CloudApiError) as info:
             make_provider(clock).topology_by_provider_id(pid("virtualMachines/myVM"))
         assert info.value.retry_after == 600 and clock.sleeps == []
+
+
+class TestRawInstances:
+    """The hot list reads ARM's JSON directly; it must read exactly what the SDK's models say."""
+
+    @pytest.mark.parametrize("fixture", [
+        "VirtualMachineScaleSetVMs_List_MaximumSet_ZonesInstanceView_2025-04-01.json",
+        "VirtualMachineScaleSetVMs_List_MinimumSet_2025-04-01.json",
+        "VirtualMachineScaleSetVMs_List_FlexWithVirtualMachineResourceId_2025-04-01.json",
+    ])
+    def test_same_as_sdk_models(self, fixture: str) -> None:
+        """For every item of the REST-spec examples, raw parsing == parsing the SDK model."""
+        from azure.mgmt.compute import models
+
+        from providers.azure import compute
+
+        items = fixture_body(f"arm/compute/{fixture}")["value"]
+        assert items
+        for item in items:
+            assert compute._instance_json(item) == compute._instance(models.VirtualMachineScaleSetVM(item))

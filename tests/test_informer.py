@@ -139,6 +139,21 @@ class TestInformer:
         finally:
             inf.stop()
 
+    def test_first_list_delivers_each_page(self, api: FakeKubeApi, client: kube.KubeClient) -> None:
+        """On the first list a page's adds are delivered before the next page is asked for (workers start early)."""
+        for name in "abcde":
+            api.create("nodes", {"metadata": {"name": name}})
+        delivered: list[tuple[str, int, bool]] = []
+        inf: informer.Informer[Projected] = informer.Informer(
+            client, kube.NODES, project=_project, settings=informer.InformerSettings(page_size=2),
+            on_add=lambda obj: delivered.append((obj["name"], api.count("list", "nodes"), inf.synced.is_set())))
+        inf.start()
+        try:
+            assert inf.wait_for_sync(5)
+            assert delivered == [("a", 1, False), ("b", 1, False), ("c", 2, False), ("d", 2, False), ("e", 3, False)]
+        finally:
+            inf.stop()
+
     def test_watch_changes(self, api: FakeKubeApi, make: Callable[..., informer.Informer[Projected]],
                            recorder: Recorder) -> None:
         """Creates, label changes and deletes after the list arrive as add, update, delete."""

@@ -213,12 +213,21 @@ class Informer(Generic[T]):
         version = ""
         # Project page by page: whole objects are heavy (a 5,000-node list decodes to ~100 MB), and
         # memory they pushed the heap to is seldom handed back to the OS.
+        # The very first list delivers each page as it arrives, so that workers start on the first 500
+        # objects while the rest are still being listed; later lists deliver the difference at the end.
+        first = not self.synced.is_set() and not self._cache
         for page in self.client.list_pages(self.resource, namespace=self.namespace,
                                            label_selector=self.label_selector, field_selector=self.field_selector,
                                            page_size=self.settings.page_size):
-            fresh.update((self._key(obj), self._project(obj)) for obj in page.get("items") or [])
+            projected = [(self._key(obj), self._project(obj)) for obj in page.get("items") or []]
+            fresh.update(projected)
             version = str((page.get("metadata") or {}).get("resourceVersion") or version)
             del page  # not kept alive while the next page is fetched
+            if first:
+                with self._lock:
+                    self._cache.update(projected)
+                for key, new in projected:
+                    self._deliver("add", key, None, new)
         with self._lock:
             old, self._cache = self._cache, fresh
         self.resource_version = version
