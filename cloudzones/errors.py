@@ -68,6 +68,11 @@ class NodeNotFound(CloudZonesError, LookupError):
     """The cloud has no instance for that node name or provider ID."""
 
 
+class FetchInProgress(CloudZonesError):
+    """What this lookup needs is being fetched by another thread; the caller's ``on_busy`` will be called when
+    it is in. Lets a worker go on with other work instead of queueing behind the fetch."""
+
+
 class ZoneUnavailable(CloudZonesError):
     """The instance exists but reports neither an availability zone nor a fault domain (yet)."""
 

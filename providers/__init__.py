@@ -27,8 +27,13 @@ class Provider(Protocol):
     def local_topology(self) -> Topology:
         """This machine's topology, from its instance metadata."""
 
-    def topology_by_provider_id(self, provider_id: str) -> Topology | None:
-        """A node's topology by ``spec.providerID``; None when this provider does not manage it."""
+    def topology_by_provider_id(self, provider_id: str, *,
+                                on_busy: Callable[[], object] | None = None) -> Topology | None:
+        """A node's topology by ``spec.providerID``; None when this provider does not manage it.
+
+        With ``on_busy``, a lookup that would wait behind another thread's fetch raises
+        `errors.FetchInProgress` instead, and ``on_busy()`` is called when that fetch is over.
+        """
 
     def topology_by_node_name(self, node_name: str) -> Topology:
         """A node's topology by name; `NodeNotFound` when the cloud has no such instance."""

@@ -73,7 +73,8 @@ class AwsProvider:
             raise errors.MetadataError(f"AWS IMDS zone {zone!r} is not in region {region!r}")
         return Topology(region, zone)
 
-    def topology_by_provider_id(self, provider_id: str) -> Topology | None:
+    def topology_by_provider_id(self, provider_id: str, *,
+                                on_busy: Callable[[], object] | None = None) -> Topology | None:
         """Not implemented: cloudzones resolves EC2 nodes only from instance metadata."""
         raise NotImplementedError("AWS node lookups through the EC2 API are not implemented; use node-agent mode")
 

@@ -49,7 +49,8 @@ class GcpProvider:
             raise errors.MetadataError("the answer did not come from a GCP metadata server (Metadata-Flavor missing)")
         return topology_from_zone_path(response.text)
 
-    def topology_by_provider_id(self, provider_id: str) -> Topology | None:
+    def topology_by_provider_id(self, provider_id: str, *,
+                                on_busy: Callable[[], object] | None = None) -> Topology | None:
         """Not implemented: cloudzones resolves GCE nodes only from instance metadata."""
         raise NotImplementedError("GCP node lookups through the Compute API are not implemented; use node-agent mode")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -210,6 +211,34 @@ class TestNodeLabeler:
             assert api.get("nodes", "after-drop")["metadata"]["labels"][labels.ZONE] == "westeurope-1"
         finally:
             labeller.stop()
+
+
+class TestNoConvoy:
+    """Workers do not queue behind one scale-set list: the others go on, and come back when it is in."""
+
+    def test_deferred_while_listed(self, api: FakeKubeApi, client: kube.KubeClient, arm: FakeArm) -> None:
+        """Node B of a scale set being listed for node A is deferred at once and queued again after the list."""
+        for i in (0, 1):
+            api.create("nodes", node(f"aks-pool-vmss00000{i}", f"{PID}/virtualMachineScaleSets/pool/virtualMachines/{i}"))
+        labeller = synced(controller.NodeLabeler(client, provider(arm, FakeClock())))
+        held = arm.hold_next("GET", "/virtualmachinescalesets/pool/virtualmachines")
+        lists = arm.calls[("GET", "scaleSetVMs")]
+        first = labeller.queue.get(timeout=5)
+        worker = threading.Thread(target=lambda: labeller.reconcile(first or ""), daemon=True)
+        worker.start()
+        assert held.reached.wait(10)
+        second = labeller.queue.get(timeout=5)
+        assert second is not None and second != first
+        assert labeller.reconcile(second) == "deferred: its scale set is being listed"
+        labeller.queue.done(second)
+        assert second not in labeller.queue
+        held.release()
+        worker.join(10)
+        labeller.queue.done(first or "")
+        assert second in labeller.queue  # woken by the list's end
+        assert drain(labeller) == ["patched"]
+        assert arm.calls[("GET", "scaleSetVMs")] == lists + 1  # listed once, for both
+        labeller.stop()
 
 
 class TestLeaderElection:

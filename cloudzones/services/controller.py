@@ -100,7 +100,11 @@ class NodeLabeler(Workers):
         if not view.provider_id:
             return "skipped: no providerID yet"  # the node's next update will bring it back
         try:
-            topology = self.provider.topology_by_provider_id(view.provider_id)
+            # Never queue behind another worker's scale-set list: go on with other nodes, and have this
+            # one queued again when the list is in (nodes arrive name-sorted, so neighbours share sets).
+            topology = self.provider.topology_by_provider_id(view.provider_id, on_busy=lambda: self.queue.add(name))
+        except errors.FetchInProgress:
+            return "deferred: its scale set is being listed"
         except errors.InvalidResourceId as exc:
             return self._failed(view, "InvalidProviderID", exc)
         except RESOLVE_ERRORS as exc:

@@ -142,14 +142,19 @@ class AzureProvider:
                 self._apis[(kind, sub.lower())] = api
         return cast(ApiT, api)
 
-    def topology_by_provider_id(self, provider_id: str) -> Topology | None:
-        """The topology of the node with this ``spec.providerID``; None when Azure does not manage it."""
+    def topology_by_provider_id(self, provider_id: str, *,
+                                on_busy: Callable[[], object] | None = None) -> Topology | None:
+        """The topology of the node with this ``spec.providerID``; None when Azure does not manage it.
+
+        ``on_busy``: when the node's scale set is being listed by another thread, raise
+        `errors.FetchInProgress` and call ``on_busy()`` once the list is in, rather than wait for it.
+        """
         parsed = resource_ids.parse_provider_id(provider_id)
         if parsed is None:
             return None
         if parsed.is_scale_set_instance:
             return self._scale_set_topology(parsed.subscription, parsed.resource_group, parsed.scale_set,
-                                            lambda vms: vms.get(parsed.instance_id), provider_id)
+                                            lambda vms: vms.get(parsed.instance_id), provider_id, on_busy=on_busy)
         return self._vm_topology(parsed.subscription, parsed.resource_group, parsed.name, provider_id)
 
     def topology_by_node_name(self, node_name: str) -> Topology:
@@ -171,7 +176,8 @@ class AzureProvider:
     # -- resolution helpers ---------------------------------------------------------------------
 
     def _scale_set_topology(self, sub: str, group: str, scale_set: str,
-                            pick: Callable[[dict[str, Instance]], Instance | None], what: str) -> Topology:
+                            pick: Callable[[dict[str, Instance]], Instance | None], what: str, *,
+                            on_busy: Callable[[], object] | None = None) -> Topology:
         key = (sub.lower(), group.lower(), scale_set.lower())
 
         def fetch() -> dict[str, Instance] | None:
@@ -182,7 +188,7 @@ class AzureProvider:
             index.update({f"name:{vm.computer_name}": vm for vm in listed})
             return index
 
-        vms = self._vmss_vms.get(key, fetch)
+        vms = self._vmss_vms.get(key, fetch, on_busy=on_busy)
         found = pick(vms) if vms else None
         if found is None and self._may_force(self._vmss_vms, key):
             vms = self._vmss_vms.get(key, fetch, force=True)
