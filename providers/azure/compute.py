@@ -7,6 +7,7 @@ nodes should not keep 5,000 full SDK models alive.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -160,9 +161,12 @@ class ComputeApi(arm.ArmApi):
     def _raw_items(self, request: HttpRequest) -> Iterator[dict[str, Any]]:
         """The ``value`` items of a paged ARM list, following ``nextLink``, as parsed JSON."""
         while True:
-            response = self.client.send_request(request)
+            # stream=True keeps the pipeline's content-decode policy from parsing the page too (it would
+            # be parsed twice); the body is read here, whole, and parsed once, from bytes.
+            response = self.client.send_request(request, stream=True)
+            body = response.read()
             response.raise_for_status()
-            page = response.json()
+            page = json.loads(body)
             yield from page.get("value") or []
             link = page.get("nextLink")
             if not link:

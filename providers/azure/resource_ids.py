@@ -9,6 +9,7 @@ the fixed segments case-insensitively and keep the values as written.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 from cloudzones import errors
@@ -82,11 +83,19 @@ def parse_provider_id(provider_id: str) -> ResourceId | None:
     """Parse a node's ``spec.providerID``; ``None`` when it is not an Azure ID (another cloud manages it).
 
     An empty provider ID raises `InvalidResourceId`: the node is not initialised yet, and saying
-    "not Azure" would make callers skip a node they should retry.
+    "not Azure" would make callers skip a node they should retry. Results are cached (a node's ID
+    never changes, and the controller asks again on every reconcile and resync).
     """
+    if not isinstance(provider_id, str):
+        return None
+    return _parse_provider_id(provider_id)
+
+
+@functools.lru_cache(maxsize=16384)
+def _parse_provider_id(provider_id: str) -> ResourceId | None:
     if provider_id == "":
         raise errors.InvalidResourceId("provider ID is empty: the node is not initialized yet")
-    if not isinstance(provider_id, str) or not provider_id.startswith(_SCHEME):
+    if not provider_id.startswith(_SCHEME):
         return None
     path = provider_id[len(_SCHEME):]
     if not path.lower().startswith("/subscriptions/"):
