@@ -45,6 +45,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench.cp_cluster import ControlPlaneCluster
 from bench.kube_informer import make_node
 from bench.remote_api import RemoteKubeApi
 from cloudzones import kube, labels, nodelabels
@@ -283,7 +284,10 @@ def resolve_cpu(arm: FakeArm, ca_file: str, nodes: list[tuple[dict[str, Any], To
     return time.thread_time() - cpu, time.perf_counter() - wall
 
 
-def measure(cluster: LocalKubeApi | RemoteKubeApi, expected: dict[str, dict[str, str]], run: Callable[[], Any]) -> Run:
+Cluster = LocalKubeApi | RemoteKubeApi | ControlPlaneCluster
+
+
+def measure(cluster: Cluster, expected: dict[str, dict[str, str]], run: Callable[[], Any]) -> Run:
     """Run one side from unlabelled nodes and an empty request log; check the outcome afterwards (untimed)."""
     cluster.call(unlabel)
     cluster.call(reset_requests)
@@ -306,6 +310,8 @@ def main() -> None:
     parser.add_argument("--payload", choices=sorted(PAYLOADS), default="typical",
                         help="what each scale-set instance carries besides what we read: bare, typical (REST-spec "
                         "examples, ~4 KB) or maximum (the MaximumSet example, ~12.6 KB)")
+    parser.add_argument("--control-plane", action="store_true",
+                        help="label nodes on a real kube-apiserver (cloudzones.testing.ControlPlane), not the fake")
     parser.add_argument("--in-process", action="store_true",
                         help="run the fake API server in this process (it then competes for the GIL)")
     parser.add_argument("--profile", action="store_true", help="cProfile (CPU time) every thread of this process "
@@ -313,8 +319,10 @@ def main() -> None:
     args = parser.parse_args()
 
     seed = functools.partial(seed_nodes, nodes=args.nodes, scale_sets=args.scale_sets, small=args.small_nodes)
-    cluster: LocalKubeApi | RemoteKubeApi = LocalKubeApi(seed) if args.in_process else RemoteKubeApi(seed)
     nodes = scenario(args.nodes, args.scale_sets, small=args.small_nodes)
+    cluster: Cluster = (
+        ControlPlaneCluster([m for m, _ in nodes]) if args.control_plane
+        else LocalKubeApi(seed) if args.in_process else RemoteKubeApi(seed))
     tls = make_tls_files(tempfile.mkdtemp(prefix="cloudzones-bench-"))
     arm = fake_arm(nodes, args.scale_sets, args.payload)
     instance = next(iter(next(iter(arm.scale_set_vms.values())).values()))
@@ -336,11 +344,13 @@ def main() -> None:
     baseline_runs: list[Run] = []
     profiler = ThreadProfiles() if args.profile else None
     try:
-        with cluster, kube.KubeClient.for_host(cluster.url) as client:
-            where = "in this process" if args.in_process else "in a child process"
+        with cluster, (cluster.client() if isinstance(cluster, ControlPlaneCluster)
+                       else kube.KubeClient.for_host(cluster.url)) as client:
+            where = ("a real kube-apiserver" if args.control_plane else
+                     "fake API server in this process" if args.in_process else "fake API server in a child process")
             print(f"scenario: {args.nodes} nodes (~{cluster.call(node_size, first) / 1000:.1f} KB of JSON each) in "
                   f"{args.scale_sets} scale sets, 3 zones; controller with {args.workers} workers; "
-                  f"fake API server {where}; {args.rounds} rounds")
+                  f"{where}; {args.rounds} rounds")
             for _ in range(5):  # warm up the client (it builds its request validators on first use)
                 client.get(kube.NODES, first)
             for round_ in range(args.rounds):
@@ -358,7 +368,8 @@ def main() -> None:
     n = args.nodes
     ctl = sorted(controller_runs, key=lambda r: r.seconds)[len(controller_runs) // 2]
     base = sorted(baseline_runs, key=lambda r: r.seconds)[len(baseline_runs) // 2]
-    server = "" if args.in_process else "; API server process {:.1f} s"
+    server = "" if args.in_process else ("; kube-apiserver + etcd {:.1f} s" if args.control_plane
+                                         else "; API server process {:.1f} s")
     print(f"controller (median): {ctl.seconds:6.2f} s  ({n / ctl.seconds:4.0f} nodes/s; informer synced after "
           f"{ctl.synced_after:.2f} s; {ctl.patches} PATCHes; {ctl.labelled}/{n} nodes correctly labelled; "
           f"CPU: this process {ctl.cpu:.1f} s{server.format(ctl.server_cpu)})")
