@@ -132,7 +132,8 @@ def measure(name: str, review_fn: Callable[[bytes], dict[str, Any]], client: mul
     answered = samples[("cloudzones_webhook_review_seconds_count", "")]
     return {"rps": len(latencies) / seconds, "p50": percentile(latencies, 0.50), "p99": percentile(latencies, 0.99),
             "max": max(latencies), "cpu_per_review": cpu / len(latencies),
-            "server_under_2_5ms": samples[("cloudzones_webhook_review_seconds_bucket", "0.0025")] / answered}
+            "server_under_2_5ms": samples[("cloudzones_webhook_review_seconds_bucket", "0.0025")] / answered,
+            "server_under_5ms": samples[("cloudzones_webhook_review_seconds_bucket", "0.005")] / answered}
 
 
 def main() -> None:
@@ -166,7 +167,8 @@ def main() -> None:
             for name, m in medians.items():
                 print(f"{threads:2d} clients {name:7s}: {m['rps']:6.0f} reviews/s  p50 {m['p50'] * 1000:5.2f} ms  "
                       f"p99 {m['p99'] * 1000:5.2f} ms  max {m['max'] * 1000:6.2f} ms  "
-                      f"server CPU {m['cpu_per_review'] * 1e6:4.0f} us/review")
+                      f"server CPU {m['cpu_per_review'] * 1e6:4.0f} us/review; in the server (read to answer): "
+                      f"{m['server_under_2_5ms']:.1%} under 2.5 ms, {m['server_under_5ms']:.1%} under 5 ms")
             ratio = medians["review"]["rps"] / medians["no-op"]["rps"]
             cpu = medians["review"]["cpu_per_review"] / medians["no-op"]["cpu_per_review"]
             p99 = medians["review"]["p99"]
