@@ -18,7 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("cloudzones", "providers", "storageclass")
 CORE = ("cloudzones", "cloudzones.topology", "cloudzones.labels", "cloudzones.errors", "cloudzones.findings",
         "cloudzones.retry", "cloudzones.cache", "cloudzones.nodelabels", "cloudzones.podzones", "cloudzones.shapes",
-        "cloudzones.placement", "cloudzones.workloads")
+        "cloudzones.quantity", "cloudzones.placement", "cloudzones.workloads")
 """The pure core: modules, and packages with everything below them."""
 
 # What each layer may import besides the standard library: (layer prefixes, allowed prefixes).
@@ -29,7 +29,7 @@ RULES: dict[str, tuple[str, ...]] = {
     "providers": (*CORE, "cloudzones.documents", "providers", "azure", "requests", "msal", "yaml", "urllib3"),
     "storageclass": (*CORE, "storageclass"),
     "services": (*CORE, "cloudzones.documents", "cloudzones.kube", "cloudzones.services", "providers",
-                 "storageclass", "prometheus_client", "cryptography", "requests"),
+                 "storageclass", "prometheus_client", "cryptography", "requests", "orjson"),
 }
 
 

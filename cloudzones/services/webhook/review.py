@@ -8,10 +8,11 @@ well-formed answer; only a body that is not an AdmissionReview at all raises `Ma
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import orjson
 
 from cloudzones import errors, labels
 
@@ -34,11 +35,11 @@ def parse(body: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
     """Decode and check the envelope; `MalformedReview` says what is wrong."""
     if isinstance(body, (bytes, str)):
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            if "depth" in str(exc) or "recursion" in str(exc):
+                raise MalformedReview("body is nested too deeply to be an AdmissionReview") from None
             raise MalformedReview(f"body is not JSON: {str(exc)[:200]}") from exc
-        except RecursionError:
-            raise MalformedReview("body is nested too deeply to be an AdmissionReview") from None
     else:
         data = body
     if not isinstance(data, Mapping):
@@ -57,7 +58,7 @@ def _answer(review: Mapping[str, Any], *, allowed: bool = True, patch: list[dict
     response: dict[str, Any] = {"uid": review["request"]["uid"], "allowed": allowed}
     if patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode("ascii")
+        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode("ascii")
     if warnings:
         response["warnings"] = [w[:120] for w in warnings]
     if message is not None:

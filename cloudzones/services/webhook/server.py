@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import email.utils
 import http.server
-import json
 import logging
 import os
 import socket
@@ -33,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from cloudzones.services.webhook import review as reviews
@@ -317,7 +317,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         # One write per answer: headers and body together (two writes cost a TLS record and a syscall each).
-        body = json.dumps(payload).encode()
+        body = orjson.dumps(payload)
         reason = self.responses.get(status, ("",))[0]
         closing = "Connection: close\r\n" if self.close_connection else ""
         head = (f"HTTP/1.1 {status} {reason}\r\nDate: {self.server.date()}\r\nContent-Type: application/json\r\n"
