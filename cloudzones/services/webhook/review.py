@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -24,6 +24,11 @@ LabelsForVolume = Callable[[Mapping[str, Any]], Mapping[str, str]]
 
 class MalformedReview(errors.CloudZonesError, ValueError):
     """The request body is not an AdmissionReview we can answer."""
+
+
+def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
+    # Reviews arrive as parsed JSON (dicts): skip the ABC machinery of isinstance(x, Mapping) for them.
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def _escape(key: str) -> str:
@@ -42,13 +47,13 @@ def parse(body: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
             raise MalformedReview(f"body is not JSON: {str(exc)[:200]}") from exc
     else:
         data = body
-    if not isinstance(data, Mapping):
+    if not _is_map(data):
         raise MalformedReview(f"an AdmissionReview must be a JSON object, got {type(data).__name__}")
     if data.get("kind") != "AdmissionReview" or data.get("apiVersion") not in VERSIONS:
         raise MalformedReview(f"expected kind AdmissionReview in {list(VERSIONS)}, got kind {data.get('kind')!r}"
                               f" apiVersion {data.get('apiVersion')!r}")
     request = data.get("request")
-    if not isinstance(request, Mapping) or not isinstance(request.get("uid"), str) or not request["uid"]:
+    if not _is_map(request) or not isinstance(request.get("uid"), str) or not request["uid"]:
         raise MalformedReview("the AdmissionReview has no request.uid")
     return dict(data)
 
@@ -67,7 +72,7 @@ def _answer(review: Mapping[str, Any], *, allowed: bool = True, patch: list[dict
 
 
 def _has_topology(existing: object) -> bool:
-    if not isinstance(existing, Mapping):
+    if not _is_map(existing):
         return False
     has_zone = any(existing.get(k) for k in labels.ZONE_KEYS)
     has_region = any(existing.get(k) for k in labels.REGION_KEYS)
@@ -77,13 +82,13 @@ def _has_topology(existing: object) -> bool:
 def patch_for(pv: Mapping[str, Any], new_labels: Mapping[str, str]) -> list[dict[str, Any]]:
     """JSON Patch adding ``new_labels`` and matching required node-affinity terms to ``pv``."""
     metadata = pv.get("metadata")
-    current = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    current = metadata.get("labels") if _is_map(metadata) else None
     ops: list[dict[str, Any]] = []
-    wanted = {k: v for k, v in new_labels.items() if not isinstance(current, Mapping) or current.get(k) != v}
+    wanted = {k: v for k, v in new_labels.items() if not _is_map(current) or current.get(k) != v}
     # "add" needs the parent to exist: create whatever level is missing, with its content.
-    if not isinstance(metadata, Mapping):
+    if not _is_map(metadata):
         ops.append({"op": "add", "path": "/metadata", "value": {"labels": dict(wanted)}})
-    elif not isinstance(current, Mapping):
+    elif not _is_map(current):
         ops.append({"op": "add", "path": "/metadata/labels", "value": dict(wanted)})
     else:
         ops += [{"op": "add", "path": f"/metadata/labels/{_escape(k)}", "value": v} for k, v in wanted.items()]
@@ -93,24 +98,24 @@ def patch_for(pv: Mapping[str, Any], new_labels: Mapping[str, str]) -> list[dict
     if not requirements:
         return ops
     spec = pv.get("spec")
-    if not isinstance(spec, Mapping):
+    if not _is_map(spec):
         affinity_value = {"required": {"nodeSelectorTerms": [{"matchExpressions": requirements}]}}
         ops.append({"op": "add", "path": "/spec", "value": {"nodeAffinity": affinity_value}})
         return ops
     affinity = spec.get("nodeAffinity")
-    required = affinity.get("required") if isinstance(affinity, Mapping) else None
-    terms = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
+    required = affinity.get("required") if _is_map(affinity) else None
+    terms = required.get("nodeSelectorTerms") if _is_map(required) else None
     if not isinstance(terms, list) or not terms:
         value = {"required": {"nodeSelectorTerms": [{"matchExpressions": requirements}]}}
-        if isinstance(affinity, Mapping):
+        if _is_map(affinity):
             ops.append({"op": "add", "path": "/spec/nodeAffinity/required", "value": value["required"]})
         else:
             ops.append({"op": "add", "path": "/spec/nodeAffinity", "value": value})
         return ops
     # Terms are OR-ed: each must also require the disk's zone, or one term could place the pod elsewhere.
     for index, term in enumerate(terms):
-        expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
-        have = {e.get("key") for e in expressions or [] if isinstance(e, Mapping)}
+        expressions = term.get("matchExpressions") if _is_map(term) else None
+        have = {e.get("key") for e in expressions or [] if _is_map(e)}
         missing = [r for r in requirements if r["key"] not in have]
         if not missing:
             continue
@@ -128,12 +133,12 @@ def review(body: bytes | str | Mapping[str, Any], *, labels_for_volume: LabelsFo
     """The AdmissionReview response for ``body``; raises only `MalformedReview`."""
     data = parse(body)
     request = data["request"]
-    kind = (request.get("kind") or {}).get("kind") if isinstance(request.get("kind"), Mapping) else None
+    kind = (request.get("kind") or {}).get("kind") if _is_map(request.get("kind")) else None
     pv = request.get("object")
-    if request.get("operation") != "CREATE" or kind != "PersistentVolume" or not isinstance(pv, Mapping):
+    if request.get("operation") != "CREATE" or kind != "PersistentVolume" or not _is_map(pv):
         return _answer(data)
     raw_metadata = pv.get("metadata")
-    metadata: Mapping[str, Any] = raw_metadata if isinstance(raw_metadata, Mapping) else {}
+    metadata: Mapping[str, Any] = raw_metadata if _is_map(raw_metadata) else {}
     name = metadata.get("name", "?")
     if _has_topology(metadata.get("labels") or {}):
         return _answer(data)  # dynamically provisioned PVs that already say where they are are trusted
