@@ -23,6 +23,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "volume-zone": ("cloudzones.cli.volume_zone", "show the zone a claim's disk would get, and the rule that decided"),
     "plan": ("cloudzones.cli.plan",
              "check workload spread (Loki, FoundationDB, Longhorn) and zone-outage impact offline"),
+    "report": ("cloudzones.cli.report", "see the cluster's zones: capacity, spread, and what losing each zone does"),
     "controller": ("cloudzones.cli.controller", "run the node labeller (Deployment mode)"),
     "node-agent": ("cloudzones.cli.node_agent", "label this node from its own IMDS (DaemonSet mode)"),
     "provisioner": ("cloudzones.cli.provisioner", "run the zoned-disk provisioner (Deployment mode)"),

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from cloudzones import documents, errors, shapes
-from cloudzones.cli import output
+from cloudzones.cli import output, report
 from cloudzones.cli.output import summary
 from cloudzones.workloads import coordinators, findings, locality, outage, replication, zoneinject
 
@@ -38,9 +38,12 @@ def register(subparsers: Any) -> None:
         ("outage", "what losing one zone does: quorum, PVs pinned to it, FoundationDB coordinators", _outage))
     for name, text, handler in specs:
         sub = commands.add_parser(name, help=text, description=text)
-        sub.add_argument("-f", "--file", required=True, type=pathlib.Path,
-                         metavar="SNAPSHOT.yaml" if name == "outage" else "INPUT.yaml",
-                         help="the input (see README: cloudzones plan)")
+        if name == "outage":
+            # The live cluster when -f is left out, as `cloudzones report` reads it.
+            report.add_source_options(sub, what="SNAPSHOT.yaml")
+        else:
+            sub.add_argument("-f", "--file", required=True, type=pathlib.Path, metavar="INPUT.yaml",
+                             help="the input (see README: cloudzones plan)")
         if name == "outage":
             sub.add_argument("--zone", required=True, help="the zone to lose (a node zone label value)")
             sub.add_argument("--zone-key", default="topology.kubernetes.io/zone",
@@ -111,8 +114,7 @@ def _locality(args: argparse.Namespace) -> int:
 
 def _outage(args: argparse.Namespace) -> int:
     def build() -> outage.OutageReport:
-        snapshot = outage.snapshot_from_documents(_documents(args.file))
-        return outage.report(snapshot, args.zone, zone_key=args.zone_key)
+        return outage.report(report.load_snapshot(args), args.zone, zone_key=args.zone_key)
 
     return _run(build, args.output, _outage_text)
 

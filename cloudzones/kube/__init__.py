@@ -23,6 +23,7 @@ from cloudzones.kube.client import (
     PERSISTENT_VOLUMES,
     PODS,
     RESOURCES,
+    STATEFUL_SETS,
     STORAGE_CLASSES,
     KubeClient,
     Resource,
@@ -31,5 +32,5 @@ from cloudzones.kube.watch import WatchEvent, WatchStream
 
 __all__ = [
     "EVENTS", "LEASES", "NODES", "PERSISTENT_VOLUMES", "PERSISTENT_VOLUME_CLAIMS", "PODS", "RESOURCES",
-    "STORAGE_CLASSES", "KubeClient", "Resource", "WatchEvent", "WatchStream",
+    "STATEFUL_SETS", "STORAGE_CLASSES", "KubeClient", "Resource", "WatchEvent", "WatchStream",
 ]

@@ -14,6 +14,7 @@ methods validate them): an unknown field is refused before any request, timestam
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import logging
@@ -70,8 +71,9 @@ PODS = Resource("pods", "Pod", "CoreV1Api", "namespaced_pod", namespaced=True)
 EVENTS = Resource("events", "Event", "CoreV1Api", "namespaced_event", namespaced=True)
 STORAGE_CLASSES = Resource("storageclasses", "StorageClass", "StorageV1Api", "storage_class")
 LEASES = Resource("leases", "Lease", "CoordinationV1Api", "namespaced_lease", namespaced=True)
+STATEFUL_SETS = Resource("statefulsets", "StatefulSet", "AppsV1Api", "namespaced_stateful_set", namespaced=True)
 RESOURCES = {r.plural: r for r in (NODES, PERSISTENT_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, EVENTS,
-                                   STORAGE_CLASSES, LEASES)}
+                                   STORAGE_CLASSES, LEASES, STATEFUL_SETS)}
 """Every resource the adapter knows, by plural name."""
 
 
@@ -253,6 +255,22 @@ class KubeClient:
             del page  # not kept alive while the next page is fetched
             if not token:
                 return
+
+    def list_custom(self, group: str, version: str, plural: str, *, namespace: str | None = None,
+                    page_size: int | None = 500) -> builtins.list[dict[str, Any]]:
+        """Every object of a custom resource, paged; `errors.KubeNotFound` when its CRD is not installed."""
+        api = self._api("CustomObjectsApi")
+        what = f"list of {plural}.{group}" + (f" in {namespace!r}" if namespace else "")
+        method, args = ((api.list_namespaced_custom_object, (group, version, namespace, plural)) if namespace
+                        else (api.list_cluster_custom_object, (group, version, plural)))
+        items: builtins.list[dict[str, Any]] = []
+        token = None
+        while True:
+            page = self._json(what, True, method, *args, _continue=token, limit=page_size)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") if page_size else None
+            if not token:
+                return items
 
     def create(self, resource: Resource | str, body: Mapping[str, Any], *,
                namespace: str | None = None) -> dict[str, Any]:

@@ -56,6 +56,8 @@ RESOURCES: dict[str, ResourceType] = {
                                    "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type")),
         ResourceType("storageclasses", "StorageClass", group="storage.k8s.io", returns_deleted=True),
         ResourceType("leases", "Lease", group="coordination.k8s.io", namespaced=True, unconditional_update=False),
+        ResourceType("statefulsets", "StatefulSet", group="apps", namespaced=True, has_status=True,
+                     returns_deleted=True),
     )
 }
 """Every resource the fake serves, by plural name."""

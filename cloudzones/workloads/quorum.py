@@ -109,6 +109,12 @@ def pod_id(pod: Mapping[str, Any]) -> str:
     return f"{m.namespace_of(pod)}/{m.name_of(pod)}"
 
 
+def group_of(pod: Mapping[str, Any]) -> str | None:
+    """The workload a pod belongs to (``Kind/namespace/name`` of its controller, or a label group); None for
+    DaemonSet pods."""
+    return _group(pod)
+
+
 def _group(pod: Mapping[str, Any]) -> str | None:
     """The workload a pod belongs to; None for DaemonSet pods."""
     for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:

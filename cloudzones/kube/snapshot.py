@@ -1,0 +1,65 @@
+"""Read the live cluster into the snapshot the planners take (`cloudzones.workloads.outage`'s shape).
+
+Read-only and paged: nodes and PersistentVolumes cluster-wide; pods, claims and StatefulSets in one
+namespace or all; FoundationDBClusters through the dynamic API, skipped with a note when their CRD
+is not installed. Pods are reduced on arrival to what the planners read, so that 150,000 of them
+stay a few hundred MB rather than several GB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cloudzones import errors, kube
+
+#: Custom resources the planners read: snapshot key → (group, version, plural, kind).
+CUSTOM = {"foundationDBClusters": ("apps.foundationdb.org", "v1beta2", "foundationdbclusters", "FoundationDBCluster")}
+_POD_META = ("name", "namespace", "labels", "annotations", "ownerReferences", "deletionTimestamp", "uid")
+
+
+def project_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """What the planners read of a pod: identity and owners, node, claims, requests, phase and IPs."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    containers = [{"name": c.get("name"), "resources": {"requests": (c.get("resources") or {}).get("requests") or {}}}
+                  for c in spec.get("containers") or []]
+    volumes = [v for v in spec.get("volumes") or [] if "persistentVolumeClaim" in v]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {k: meta[k] for k in _POD_META if k in meta},
+            "spec": {"nodeName": spec.get("nodeName"), "containers": containers, "volumes": volumes},
+            "status": {k: status[k] for k in ("phase", "podIP", "podIPs", "conditions") if k in status}}
+
+
+def read(client: kube.KubeClient, *, namespace: str | None = None,
+         page_size: int = 500) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    """The snapshot of the cluster (``namespace`` None: all namespaces) and notes on what was skipped."""
+    notes: list[str] = []
+    pods: list[dict[str, Any]] = []
+    for page in client.list_pages(kube.PODS, namespace=namespace, page_size=page_size):
+        pods.extend(project_pod(p) for p in page.get("items") or [])
+    snapshot: dict[str, list[dict[str, Any]]] = {
+        "nodes": _items(client, kube.NODES, None, page_size),
+        "pods": pods,
+        "persistentVolumeClaims": _items(client, kube.PERSISTENT_VOLUME_CLAIMS, namespace, page_size),
+        "persistentVolumes": _items(client, kube.PERSISTENT_VOLUMES, None, page_size),
+        "statefulSets": _items(client, kube.STATEFUL_SETS, namespace, page_size),
+    }
+    for key, (group, version, plural, kind) in CUSTOM.items():
+        try:
+            found = client.list_custom(group, version, plural, namespace=namespace, page_size=page_size)
+        except errors.KubeNotFound:
+            notes.append(f"{kind} ({plural}.{group}/{version}) is not installed in this cluster: skipped")
+            found = []
+        snapshot[key] = [{"apiVersion": f"{group}/{version}", "kind": kind, **o} for o in found]
+    return snapshot, notes
+
+
+def _items(client: kube.KubeClient, resource: kube.Resource, namespace: str | None,
+           page_size: int) -> list[dict[str, Any]]:
+    kind = resource.kind
+    api_version = "apps/v1" if resource.api == "AppsV1Api" else "v1"
+    items = client.list(resource, namespace=namespace, page_size=page_size).get("items") or []
+    for item in items:
+        item.setdefault("kind", kind)
+        item.setdefault("apiVersion", api_version)
+    return items

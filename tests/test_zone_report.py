@@ -1,0 +1,165 @@
+"""`cloudzones report` and `kubectl zones`: the zone report from a snapshot file and from a live API server."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+import yaml
+
+from cloudzones import documents, quantity
+from cloudzones.cli import kubectl, main
+from cloudzones.testing.kubeapi import FakeKubeApi
+from cloudzones.workloads import outage, zonereport
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SNAPSHOT = ROOT / "fixtures" / "plans" / "snapshot-3zones.yaml"
+
+
+def snapshot() -> dict[str, list[Any]]:
+    """The three-zone snapshot fixture, sorted into keys."""
+    return outage.snapshot_from_documents(list(documents.manifests(SNAPSHOT, what="snapshot")))
+
+
+def node(name: str, zone: str | None, *, cpu: str = "4", memory: str = "16Gi", ready: bool = True) -> dict[str, Any]:
+    """A node with capacity, in ``zone`` (None: no zone label)."""
+    node_labels = {"topology.kubernetes.io/zone": zone} if zone else {}
+    return {"kind": "Node", "metadata": {"name": name, "labels": node_labels},
+            "status": {"allocatable": {"cpu": cpu, "memory": memory},
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def pod(name: str, node_name: str, *, owner: str = "web", cpu: str = "250m", memory: str = "128Mi") -> dict[str, Any]:
+    """A running pod of ReplicaSet ``owner`` with requests."""
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "app", "ownerReferences": [
+        {"kind": "ReplicaSet", "name": owner, "controller": True}]},
+        "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"requests": {
+            "cpu": cpu, "memory": memory}}}]}, "status": {"phase": "Running"}}
+
+
+class TestBuild:
+    """The report's facts, from a snapshot."""
+
+    def test_fixture(self) -> None:
+        """Zones, pinned volumes, spread, skew and the zone-loss verdicts of the three-zone fixture."""
+        report = zonereport.build(snapshot())
+        assert [z.zone for z in report.zones] == ["eastus-1", "eastus-2", "eastus-3"]
+        assert report.zones[0].volumes == ("pvc-etcd-0", "pvc-postgres-0")
+        rows = {w.workload: w for w in report.workloads}
+        assert rows["StatefulSet/infra/zk"].pods == {"eastus-1": 2, "eastus-2": 1, "eastus-3": 0}
+        assert rows["StatefulSet/infra/zk"].skew == 2
+        assert rows["StatefulSet/infra/zk"].loss == {"eastus-1": "quorum-lost", "eastus-2": "degraded",
+                                                     "eastus-3": "ok"}
+        assert rows["StatefulSet/infra/etcd"].loss == dict.fromkeys(("eastus-1", "eastus-2", "eastus-3"), "stranded")
+        assert not report.ok
+        assert all(f.message.startswith("if eastus-") for f in report.findings)
+
+    def test_capacity(self) -> None:
+        """Allocatable and requested CPU and memory per zone; nodes without a zone get their own column."""
+        snap = {"nodes": [node("a", "eastus-1"), node("b", "eastus-1", cpu="3500m", ready=False),
+                          node("c", "eastus-2"), node("d", None)],
+                "pods": [pod("p1", "a"), pod("p2", "b", cpu="1", memory="1Gi"), pod("p3", "c"), pod("p4", "d")]}
+        report = zonereport.build(snap)
+        zones = {z.zone: z for z in report.zones}
+        assert list(zones) == ["eastus-1", "eastus-2", zonereport.NO_ZONE]
+        one = zones["eastus-1"]
+        assert (one.nodes, one.ready, one.cpu_allocatable, one.cpu_requested) == (2, 1, 7500, 1250)
+        assert (one.memory_allocatable, one.memory_requested) == (32 * 2**30, 2**30 + 128 * 2**20)
+        assert zones[zonereport.NO_ZONE].pods == 1
+        (web,) = report.workloads
+        assert web.pods == {"eastus-1": 2, "eastus-2": 1, zonereport.NO_ZONE: 1} and web.skew == 1
+
+    @pytest.mark.parametrize(("value", "problem"), [("12 cores", "is not a quantity"), ("1e99", "out of range"),
+                                                    ("", "is not a quantity")])
+    def test_bad_quantity_named(self, value: str, problem: str) -> None:
+        """A request that is not a quantity is one error naming the pod, container and value."""
+        snap = {"nodes": [node("a", "eastus-1")], "pods": [pod("p1", "a", cpu=value)]}
+        with pytest.raises(quantity.InvalidQuantity, match=problem) as info:
+            zonereport.build(snap)
+        assert "pod app/p1 container c requests.cpu" in str(info.value)
+
+
+class TestCommand:
+    """``cloudzones report`` prints, writes the page, and exits 1 on an error finding."""
+
+    def test_text_and_exit(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Tables with a column per zone; exit 1 because the fixture loses quorum somewhere."""
+        assert main(["report", "-f", str(SNAPSHOT)]) == 1
+        out = capsys.readouterr().out
+        assert "ZONES" in out and "WORKLOADS" in out and "FINDINGS" in out
+        assert "StatefulSet/infra/zk            2     2 quorum-lost  1 degraded  0 ok" in out
+
+    def test_json(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """-o json is the report's data."""
+        main(["report", "-f", str(SNAPSHOT), "-o", "json"])
+        data = json.loads(capsys.readouterr().out)
+        assert data["kind"] == "ZoneReport" and len(data["outages"]) == 3 and data["ok"] is False
+
+    def test_html_is_self_contained(self, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """One page: every zone a column, every workload a row, every verdict in words; no script, no URL."""
+        page = tmp_path / "zones.html"
+        main(["report", "-f", str(SNAPSHOT), "--html", str(page)])
+        text = page.read_text(encoding="utf-8")
+        assert text.startswith("<!DOCTYPE html>") and "<script" not in text.lower()
+        assert "http://" not in text and "https://" not in text and "src=" not in text and "href=" not in text
+        for zone in ("eastus-1", "eastus-2", "eastus-3"):
+            assert f'<th scope="col">{zone}</th>' in text
+        assert '<th scope="row">StatefulSet/infra/zk</th>' in text and "quorum-lost" in text
+
+    def test_file_and_cluster_options_clash(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """-f with -n is a usage error (exit 2), one line."""
+        assert main(["report", "-f", str(SNAPSHOT), "-n", "app"]) == 2
+        assert capsys.readouterr().err.count("\n") == 1
+
+
+class TestLive:
+    """Without -f the cluster is read through kubeconfig: the same answer as its snapshot."""
+
+    def kubeconfig(self, api: FakeKubeApi, tmp_path: pathlib.Path) -> str:
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
+            "users": [{"name": "me", "user": {"token": "t"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}]}))
+        return str(path)
+
+    def test_live_equals_snapshot(self, api: FakeKubeApi, tmp_path: pathlib.Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+        """Objects created in the API server report as their snapshot does; the missing CRD is a note."""
+        snap = snapshot()
+        plural = {"nodes": "nodes", "pods": "pods", "persistentVolumeClaims": "persistentvolumeclaims",
+                  "persistentVolumes": "persistentvolumes", "statefulSets": "statefulsets"}
+        for key, resource in plural.items():
+            for obj in snap[key]:
+                api.create(resource, obj, namespace=(obj.get("metadata") or {}).get("namespace"))
+        assert main(["report", "--kubeconfig", self.kubeconfig(api, tmp_path), "-o", "json"]) == 1
+        captured = capsys.readouterr()
+        assert "FoundationDBCluster (foundationdbclusters.apps.foundationdb.org/v1beta2) is not installed" in \
+            captured.err
+        live = json.loads(captured.out)
+        offline = zonereport.build({**snap, "foundationDBClusters": []}).as_dict()
+        assert live == json.loads(json.dumps(offline))
+
+
+class TestKubectlPlugin:
+    """``kubectl zones`` speaks cloudzones."""
+
+    def test_report(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """kubectl zones report -f ... is cloudzones report."""
+        assert kubectl.main(["report", "-f", str(SNAPSHOT), "-o", "json"]) == 1
+        assert json.loads(capsys.readouterr().out)["kind"] == "ZoneReport"
+
+    def test_outage(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """kubectl zones outage ZONE is cloudzones plan outage --zone ZONE."""
+        assert kubectl.main(["outage", "eastus-3", "-f", str(SNAPSHOT), "-o", "json"]) == 1
+        assert json.loads(capsys.readouterr().out)["zone"] == "eastus-3"
+
+    @pytest.mark.parametrize("argv", [["outage"], ["outage", "-f", "x"], ["frobnicate"], []])
+    def test_usage(self, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+        """A missing zone or an unknown word: exit 2 with one error line (no arguments: usage)."""
+        assert kubectl.main(argv) == 2
+        captured = capsys.readouterr()
+        assert ("error:" in captured.err and captured.err.count("\n") == 1) or "usage:" in captured.out
