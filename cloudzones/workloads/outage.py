@@ -161,6 +161,9 @@ def _stranded(lost: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Sequence
               survivors: Sequence[Mapping[str, Any]], zone: str, found: list[f.Finding]) -> list[StrandedPod]:
     claims = {(m.namespace_of(c), m.name_of(c)): c for c in snapshot.get("persistentVolumeClaims") or []}
     volumes = {m.name_of(v): v for v in snapshot.get("persistentVolumes") or []}
+    nodes = [(m.name_of(n), m.labels_of(n)) for n in survivors]
+    # PVs of one zone share one affinity: decide each distinct affinity once, not once per pod.
+    placeable: dict[str, bool] = {}
     result = []
     for pod in sorted(lost, key=q.pod_id):
         names, pinned, reasons = [], [], []
@@ -171,8 +174,11 @@ def _stranded(lost: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Sequence
             required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required")
             if pv is None or not required:
                 continue
-            affinity = selectors.volume_node_affinity(((pv or {}).get("spec") or {}).get("nodeAffinity"))
-            if not any(affinity.matches(m.name_of(n), m.labels_of(n)) for n in survivors):
+            key = repr(required)
+            if key not in placeable:
+                affinity = selectors.volume_node_affinity(((pv or {}).get("spec") or {}).get("nodeAffinity"))
+                placeable[key] = any(affinity.matches(name, node_labels) for name, node_labels in nodes)
+            if not placeable[key]:
                 names.append(str(claim_name))
                 pinned.append(m.name_of(pv))
                 reasons.append(f"PV {m.name_of(pv)!r} requires {_describe(required)}")

@@ -121,12 +121,13 @@ def _zone_rows(columns: Sequence[str], nodes: Sequence[Mapping[str, Any]], zone_
         row[1] += q.node_ready(node)
         row[2] += quantity.millicores(allocatable.get("cpu", 0), f"{where}.cpu")
         row[4] += quantity.whole(allocatable.get("memory", 0), f"{where}.memory")
+    memo: dict[tuple[str, object], int] = {}  # a cluster has few distinct request values
     for pod in pods:
         zone = zone_of.get(q.node_of(pod))
         if zone is None:
             continue  # bound to a node the snapshot does not have
         row = totals[zone]
-        cpu, memory = _requests(pod)
+        cpu, memory = _requests(pod, memo)
         row[3] += cpu
         row[5] += memory
         row[6] += 1
@@ -140,15 +141,23 @@ def _zone_rows(columns: Sequence[str], nodes: Sequence[Mapping[str, Any]], zone_
             for zone, t in ((zone, totals[zone]) for zone in columns)]
 
 
-def _requests(pod: Mapping[str, Any]) -> tuple[int, int]:
+def _requests(pod: Mapping[str, Any], memo: dict[tuple[str, object], int]) -> tuple[int, int]:
     """CPU millicores and memory bytes the pod requests (its containers' sum; init containers run first)."""
     spec = pod.get("spec") or {}
     cpu = memory = 0
     for container in spec.get("containers") or []:
         requests = ((container or {}).get("resources") or {}).get("requests") or {}
-        where = f"pod {q.pod_id(pod)} container {(container or {}).get('name', '?')} requests"
-        cpu += quantity.millicores(requests.get("cpu", 0), f"{where}.cpu")
-        memory += quantity.whole(requests.get("memory", 0), f"{where}.memory")
+        for resource, convert in (("cpu", quantity.millicores), ("memory", quantity.whole)):
+            value = requests.get(resource, 0)
+            key = (resource, value if isinstance(value, (str, int, float)) else repr(value))
+            amount = memo.get(key)
+            if amount is None:
+                where = f"pod {q.pod_id(pod)} container {(container or {}).get('name', '?')} requests.{resource}"
+                amount = memo[key] = convert(value, where)
+            if resource == "cpu":
+                cpu += amount
+            else:
+                memory += amount
     return cpu, memory
 
 
