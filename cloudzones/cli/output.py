@@ -8,9 +8,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+import orjson
 import yaml
 
 FORMATS = ("table", "json", "yaml")
+_JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
 def add_output_option(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +48,8 @@ def emit(data: Any, fmt: str, *, text: str | None = None, stream: TextIO | None 
     """Write ``data`` as JSON/YAML, or ``text`` (falling back to JSON) for the table format."""
     out = stream or sys.stdout
     if fmt == "json":
-        out.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        # orjson: a 5,000-node report's JSON in a fraction of json's time; same layout (2-space indent, sorted keys).
+        out.write(orjson.dumps(data, option=_JSON_OPTIONS, default=str).decode() + "\n")
     elif fmt == "yaml":
         out.write(yaml.safe_dump(data, sort_keys=True, default_flow_style=False))
     else:

@@ -128,29 +128,52 @@ def snapshot_from_documents(documents: Sequence[Any]) -> dict[str, list[Mapping[
     return result
 
 
-def report(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], zone: str, *,
-           zone_key: str = labels.ZONE) -> OutageReport:
-    """What losing ``zone`` does; `InvalidWorkloadSpec` when no node is in that zone."""
-    nodes = list(snapshot.get("nodes") or [])
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """What every zone's what-if reads of one snapshot, computed once (`prepare`): nodes, pods and their groups."""
+
+    nodes: tuple[Mapping[str, Any], ...]
+    zone_of: Mapping[str, str]
+    not_ready: frozenset[str]
+    every_pod: tuple[Mapping[str, Any], ...]
+    pods: tuple[Mapping[str, Any], ...]
+    """The running (bound, not finished, not being deleted) ones."""
+    groups: Mapping[str, list[Mapping[str, Any]]]
+    desired: Mapping[str, int]
+
+
+def prepare(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], *, zone_key: str = labels.ZONE) -> Prepared:
+    """The zone-independent part of `report`, for asking about several zones of one snapshot."""
+    nodes = tuple(snapshot.get("nodes") or [])
     m.node_names(nodes)
-    zones = sorted({m.node_zone(n, zone_key) for n in nodes} - {""})
-    lost_nodes = {m.name_of(n) for n in nodes if m.node_zone(n, zone_key) == zone}
+    every_pod = tuple(snapshot.get("pods") or [])
+    return Prepared(nodes, {m.name_of(n): m.node_zone(n, zone_key) for n in nodes},
+                    frozenset(m.name_of(n) for n in nodes if not q.node_ready(n)), every_pod,
+                    tuple(p for p in every_pod if q.running(p)), q.group_pods(every_pod),
+                    q.desired_replicas(snapshot.get("statefulSets") or []))
+
+
+def report(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], zone: str, *,
+           zone_key: str = labels.ZONE, prepared: Prepared | None = None) -> OutageReport:
+    """What losing ``zone`` does; `InvalidWorkloadSpec` when no node is in that zone.
+
+    ``prepared``: `prepare` of the same snapshot and zone key, when several zones are asked about.
+    """
+    ready = prepared or prepare(snapshot, zone_key=zone_key)
+    lost_nodes = {name for name, z in ready.zone_of.items() if z == zone}
     if not lost_nodes:
+        zones = sorted(set(ready.zone_of.values()) - {""})
         raise f.invalid("unknown-zone", f"no node has {zone_key}={zone!r}; the snapshot's zones are "
                         f"{m.some(zones) or 'none'}")
-    zone_of = {m.name_of(n): m.node_zone(n, zone_key) for n in nodes}
-    not_ready = {m.name_of(n) for n in nodes if not q.node_ready(n)}
-    every_pod = list(snapshot.get("pods") or [])
-    pods = [p for p in every_pod if q.running(p)]
-    lost = [p for p in pods if q.node_of(p) in lost_nodes]
+    lost = [p for p in ready.pods if q.node_of(p) in lost_nodes]
     found: list[f.Finding] = []
     later: list[f.Finding] = []
     # Coordinators first: an FDB cluster's row in the workloads table takes their verdict.
-    coordinators = _coordinators(snapshot.get("foundationDBClusters") or [], pods, lost_nodes, later)
-    context = q.Context(lost_nodes, zone_of, not_ready, q.desired_replicas(snapshot.get("statefulSets") or []),
-                       {c.cluster: c for c in coordinators})
-    workloads = q.workloads(every_pod, context, found)
-    survivors = [n for n in nodes if m.name_of(n) not in lost_nodes]
+    coordinators = _coordinators(snapshot.get("foundationDBClusters") or [], ready.pods, lost_nodes, later)
+    context = q.Context(lost_nodes, ready.zone_of, set(ready.not_ready), ready.desired,
+                        {c.cluster: c for c in coordinators})
+    workloads = q.workloads(ready.every_pod, context, found, groups=ready.groups)
+    survivors = [n for n in ready.nodes if m.name_of(n) not in lost_nodes]
     stranded = _stranded(lost, snapshot, survivors, zone, found)
     found.extend(later)
     return OutageReport(zone, tuple(sorted(lost_nodes)), tuple(sorted(q.pod_id(p) for p in lost)), tuple(workloads),

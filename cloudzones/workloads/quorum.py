@@ -133,8 +133,8 @@ def _group(pod: Mapping[str, Any]) -> str | None:
     return f"Pod/{pod_id(pod)}"
 
 
-def workloads(every_pod: Sequence[Mapping[str, Any]], context: Context,
-               found: list[f.Finding]) -> list[WorkloadImpact]:
+def group_pods(every_pod: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The pods that count as members (not finished, not being deleted), by workload (`group_of`)."""
     groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for pod in every_pod:
         if (pod.get("metadata") or {}).get("deletionTimestamp") or \
@@ -143,6 +143,14 @@ def workloads(every_pod: Sequence[Mapping[str, Any]], context: Context,
         key = _group(pod)
         if key is not None:
             groups[key].append(pod)
+    return groups
+
+
+def workloads(every_pod: Sequence[Mapping[str, Any]], context: Context, found: list[f.Finding], *,
+              groups: Mapping[str, list[Mapping[str, Any]]] | None = None) -> list[WorkloadImpact]:
+    """The impact on every workload with a member in the lost zone; ``groups``: `group_pods` of ``every_pod``."""
+    if groups is None:
+        groups = group_pods(every_pod)
     impacts = []
     for key in sorted(groups):
         members = groups[key]

@@ -96,12 +96,12 @@ class ClusterReport:
 def build(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], *, zone_key: str = labels.ZONE) -> ClusterReport:
     """The report for ``snapshot``; `InvalidWorkloadSpec` for a malformed one (as `outage.report`)."""
     nodes = list(snapshot.get("nodes") or [])
-    m.node_names(nodes)
     zone_of = {m.name_of(n): m.node_zone(n, zone_key) or NO_ZONE for n in nodes}
     zoned = sorted({z for z in zone_of.values() if z != NO_ZONE})
     columns = zoned + ([NO_ZONE] if NO_ZONE in zone_of.values() else [])
     pods = [p for p in snapshot.get("pods") or [] if q.running(p)]
-    outages = tuple(outage.report(snapshot, zone, zone_key=zone_key) for zone in zoned)
+    prepared = outage.prepare(snapshot, zone_key=zone_key)
+    outages = tuple(outage.report(snapshot, zone, zone_key=zone_key, prepared=prepared) for zone in zoned)
     rows = _zone_rows(columns, nodes, zone_of, pods, snapshot.get("persistentVolumes") or [])
     workloads = _workload_rows(pods, zone_of, zoned, columns, outages)
     # Warnings and errors of every zone's what-if, said with their zone (the cells already show the mild ones).
