@@ -12,6 +12,12 @@ Each client count (default 1, 4 and 16 connections) is measured on its own; the 
 review (process time of the server process over answered reviews) is printed beside throughput, so
 that a ratio that only holds because the server sat idle waiting for its clients shows.
 
+Closed loops (each client sends its next review as soon as the last is answered) measure throughput
+at saturation, where latency is queueing: with 16 clients and ~3,700 reviews/s the mean is already
+16 / 3,700 = 4.3 ms (Little's law). Latency at a load below saturation is measured in an open loop
+(``--open-loop-rate``, default 1,000 reviews/s over the largest client count, each connection on
+its own schedule, latency counted from the scheduled send time).
+
 Goals: throughput review / no-op >= 0.9 at 1, 4 and 16 clients; p99 < 5 ms at 16 clients on loopback.
 
 Run:  PYTHONPATH=. python bench/webhook.py [--reviews 5000] [--clients 1,4,16] [--rounds 3]
@@ -48,7 +54,7 @@ WARMUP = 50
 # -- the load generator (a child process) --------------------------------------------------------
 
 def _client_thread(port: int, ca_file: str, body: bytes, count: int, *, start: threading.Barrier,
-                   latencies: list[float], failures: list[str]) -> None:
+                   latencies: list[float], failures: list[str], interval: float = 0.0, phase: float = 0.0) -> None:
     context = ssl.create_default_context(cafile=ca_file)
     connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=30)
     headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
@@ -64,22 +70,36 @@ def _client_thread(port: int, ca_file: str, body: bytes, count: int, *, start: t
         for _ in range(WARMUP):
             post()
         start.wait()
-        for _ in range(count):
+        first = time.perf_counter() + phase
+        for index in range(count):
             began = time.perf_counter()
+            if interval:
+                # Open loop: requests leave on a schedule, and latency counts from the scheduled time,
+                # so a server that falls behind is charged for the wait (no coordinated omission).
+                due = first + index * interval
+                if due > began:
+                    time.sleep(due - began)
+                began = due
             post()
             latencies.append(time.perf_counter() - began)
     finally:
         connection.close()
 
 
-def load(port: int, ca_file: str, body: bytes, total: int, threads: int) -> tuple[float, list[float], list[str]]:
-    """Send ``total`` reviews from ``threads`` keep-alive connections; (seconds, latencies, failures)."""
+def load(port: int, ca_file: str, body: bytes, total: int, threads: int, *,
+         rate: float = 0.0) -> tuple[float, list[float], list[str]]:
+    """Send ``total`` reviews from ``threads`` keep-alive connections; (seconds, latencies, failures).
+
+    ``rate`` > 0: an open loop at that many reviews/s in all (each connection on its own schedule).
+    """
     start = threading.Barrier(threads + 1)
     latencies: list[float] = []
     failures: list[str] = []
     workers = [threading.Thread(target=_client_thread, daemon=True,
                                 args=(port, ca_file, body, total // threads + (i < total % threads)),
-                                kwargs={"start": start, "latencies": latencies, "failures": failures})
+                                kwargs={"start": start, "latencies": latencies, "failures": failures,
+                                        "interval": threads / rate if rate else 0.0,
+                                        "phase": i / rate if rate else 0.0})
                for i in range(threads)]
     for worker in workers:
         worker.start()
@@ -92,7 +112,8 @@ def load(port: int, ca_file: str, body: bytes, total: int, threads: int) -> tupl
 
 def _client_process(conn: multiprocessing.connection.Connection) -> None:
     while (job := conn.recv()) is not None:
-        conn.send(load(*job))
+        *positional, rate = job
+        conn.send(load(*positional, rate=rate))
 
 
 # -- the server side (this process) --------------------------------------------------------------
@@ -114,13 +135,13 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def measure(name: str, review_fn: Callable[[bytes], dict[str, Any]], client: multiprocessing.connection.Connection,
-            *, tls: Any, body: bytes, total: int, threads: int) -> dict[str, float]:
+            *, tls: Any, body: bytes, total: int, threads: int, rate: float = 0.0) -> dict[str, float]:
     """One timed run against a fresh server; its throughput, latencies and server CPU per review."""
     srv = server.serve(host="127.0.0.1", port=0, cert_file=str(tls.cert_file), key_file=str(tls.key_file),
                        review_fn=review_fn)
     try:
         cpu = time.process_time()
-        client.send((srv.server_address[1], str(tls.ca_file), body, total, threads))
+        client.send((srv.server_address[1], str(tls.ca_file), body, total, threads, rate))
         seconds, latencies, failures = client.recv()
         cpu = time.process_time() - cpu
         samples = {(s.name, s.labels.get("le", "")): s.value for m in srv.metrics.registry.collect() for s in m.samples}
@@ -142,6 +163,8 @@ def main() -> None:
     parser.add_argument("--clients", default="1,4,16",
                         help="comma-separated client counts (one keep-alive connection each); default 1,4,16")
     parser.add_argument("--rounds", type=int, default=3, help="alternate no-op and review runs; medians compared")
+    parser.add_argument("--open-loop-rate", type=float, default=1000.0,
+                        help="reviews/s in all for the open-loop latency run at the largest client count (0: skip)")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
 
@@ -175,6 +198,12 @@ def main() -> None:
             verdicts.append(f"{threads:2d} clients: review / no-op {ratio:.2f} (goal >= 0.9), server CPU per review "
                             f"{cpu:.2f}x the no-op's, review p99 {p99 * 1000:.2f} ms"
                             + (" (goal < 5 ms)" if threads == max(counts) else ""))
+        if args.open_loop_rate:
+            paced = measure("review", real_review, client, tls=tls, body=body, total=args.reviews,
+                            threads=max(counts), rate=args.open_loop_rate)
+            verdicts.append(f"{max(counts):2d} clients, open loop at {args.open_loop_rate:.0f} reviews/s: review p50 "
+                            f"{paced['p50'] * 1000:.2f} ms, p99 {paced['p99'] * 1000:.2f} ms (goal < 5 ms), "
+                            f"max {paced['max'] * 1000:.2f} ms")
     finally:
         client.send(None)
         process.join(10)
