@@ -164,6 +164,15 @@ class TestPlacement:
                               "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "ingester",
                                                                 "app.kubernetes.io/instance": "logs"}}}
 
+    def test_template_key_order_does_not_matter(self) -> None:
+        """The API server returns template keys sorted, a file as written: both plan the components in one order."""
+        template = {"gateway": {"replicas": 2}, "querier": {"replicas": 2}, "distributor": {"replicas": 2},
+                    "ingester": {"replicas": 3}}
+        written = plan(lokistack(2, template=template), zoned_nodes(3))
+        stored = plan(lokistack(2, template=dict(sorted(template.items()))), zoned_nodes(3))
+        assert [c.name for c in written.components] == [c.name for c in stored.components]
+        assert written.as_dict() == stored.as_dict()
+
     def test_replicas_land_in_distinct_zones_as_plan_spread_says(self) -> None:
         """Three ingesters over three zones, on the nodes plan_spread picks for the same pod."""
         nodes = zoned_nodes(3)

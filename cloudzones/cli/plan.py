@@ -41,6 +41,14 @@ def register(subparsers: Any) -> None:
         if name == "outage":
             # The live cluster when -f is left out, as `cloudzones report` reads it.
             report.add_source_options(sub, what="SNAPSHOT.yaml")
+        elif name in _LIVE_KINDS:
+            sub.add_argument("-f", "--file", type=pathlib.Path, metavar="INPUT.yaml",
+                             help=f"the input (see README: cloudzones plan); without it, the {_LIVE_KINDS[name]} "
+                                  "--name in -n is read from the cluster with every node")
+            sub.add_argument("--name", help=f"the {_LIVE_KINDS[name]} to read from the cluster (without -f)")
+            sub.add_argument("-n", "--namespace", default="default", help="its namespace (default: default)")
+            sub.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default as kubectl finds it)")
+            sub.add_argument("--context", help="kubeconfig context")
         else:
             sub.add_argument("-f", "--file", required=True, type=pathlib.Path, metavar="INPUT.yaml",
                              help="the input (see README: cloudzones plan)")
@@ -63,23 +71,43 @@ def register(subparsers: Any) -> None:
         sub.set_defaults(handler=handler)
 
 
+_LIVE_KINDS = {"replication": "LokiStack", "coordinators": "FoundationDBCluster"}
+
+
+def _live_or_file(args: argparse.Namespace, kind: str) -> list[Mapping[str, Any]]:
+    """The documents of ``-f``, or the named object and every node read from the cluster."""
+    if args.file is not None:
+        if args.name or args.kubeconfig or args.context:
+            raise errors.UsageError("-f reads a file: --name, --kubeconfig and --context apply to the cluster only")
+        return _documents(args.file)
+    if not args.name:
+        raise errors.UsageError(f"say which {kind} to read from the cluster with --name (or give -f FILE)")
+    from cloudzones import kube
+    from cloudzones.kube import snapshot
+
+    with kube.KubeClient.from_environment(kubeconfig=args.kubeconfig, context=args.context) as client:
+        found, nodes = snapshot.read_workload(client, kind, args.name, args.namespace)
+    return [found, *nodes]
+
+
 def _replication(args: argparse.Namespace) -> int:
-    documents = _documents(args.file)
+    documents = _live_or_file(args, "LokiStack")
     nodes, rest = _split_nodes(documents)
     stacks = [d for d in rest if d.get("kind") in (None, "LokiStack")]
     if len(stacks) != 1:
-        raise errors.ConfigError(f"{args.file} must hold exactly one LokiStack, found {len(stacks)}")
+        raise errors.ConfigError(f"{args.file or 'the input'} must hold exactly one LokiStack, found {len(stacks)}")
     nodes += _nodes_file(args.nodes)
     return _run(lambda: replication.plan(stacks[0], nodes, zone_injection=args.zone_injection,
                                          image=args.init_image), args.output, _replication_text)
 
 
 def _coordinators(args: argparse.Namespace) -> int:
-    documents = _documents(args.file)
+    documents = _live_or_file(args, "FoundationDBCluster")
     nodes, rest = _split_nodes(documents)
     clusters = [d for d in rest if d.get("kind") in (None, "FoundationDBCluster")]
     if len(clusters) != 1:
-        raise errors.ConfigError(f"{args.file} must hold exactly one FoundationDBCluster, found {len(clusters)}")
+        raise errors.ConfigError(f"{args.file or 'the input'} must hold exactly one FoundationDBCluster, "
+                                 f"found {len(clusters)}")
     nodes += _nodes_file(args.nodes)
     return _run(lambda: coordinators.plan(clusters[0], nodes, enforce_hard_limits=not args.no_hard_limits),
                 args.output, _coordinators_text)

@@ -256,6 +256,15 @@ class KubeClient:
             if not token:
                 return
 
+    def get_custom(self, group: str, version: str, plural: str, name: str, *,
+                   namespace: str | None = None) -> dict[str, Any]:
+        """One custom object; `errors.KubeNotFound` when it, or its CRD, does not exist."""
+        api = self._api("CustomObjectsApi")
+        what = f"get of {plural}.{group} {name!r}" + (f" in {namespace!r}" if namespace else "")
+        if namespace:
+            return self._json(what, True, api.get_namespaced_custom_object, group, version, namespace, plural, name)
+        return self._json(what, True, api.get_cluster_custom_object, group, version, plural, name)
+
     def list_custom(self, group: str, version: str, plural: str, *, namespace: str | None = None,
                     page_size: int | None = 500) -> builtins.list[dict[str, Any]]:
         """Every object of a custom resource, paged; `errors.KubeNotFound` when its CRD is not installed."""

@@ -13,6 +13,10 @@ from typing import Any
 
 from cloudzones import errors, kube
 
+#: The custom resources `cloudzones plan` reads one of, by kind: (group, version, plural).
+WORKLOADS = {"LokiStack": ("loki.grafana.com", "v1", "lokistacks"),
+             "FoundationDBCluster": ("apps.foundationdb.org", "v1beta2", "foundationdbclusters")}
+
 #: Custom resources the planners read: snapshot key → (group, version, plural, kind).
 CUSTOM = {"foundationDBClusters": ("apps.foundationdb.org", "v1beta2", "foundationdbclusters", "FoundationDBCluster")}
 _POD_META = ("name", "namespace", "labels", "annotations", "ownerReferences", "deletionTimestamp", "uid")
@@ -63,3 +67,16 @@ def _items(client: kube.KubeClient, resource: kube.Resource, namespace: str | No
         item.setdefault("kind", kind)
         item.setdefault("apiVersion", api_version)
     return items
+
+
+def read_workload(client: kube.KubeClient, kind: str, name: str,
+                  namespace: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One LokiStack or FoundationDBCluster by name, and every node (what `cloudzones plan` reads with it)."""
+    group, version, plural = WORKLOADS[kind]
+    try:
+        found = client.get_custom(group, version, plural, name, namespace=namespace)
+    except errors.KubeNotFound as exc:
+        raise errors.ConfigError(f"no {kind} {namespace}/{name} in this cluster (or its CRD {plural}.{group} is "
+                                 f"not installed): {exc}") from None
+    found.setdefault("kind", kind)
+    return found, _items(client, kube.NODES, None, 500)

@@ -262,7 +262,10 @@ def _components(spec: Mapping[str, Any], name: str, factor: int | None,
                 found: list[f.Finding]) -> list[Component]:
     template = _collect(found, lambda: m.mapping(spec.get("template"), "spec.template", name)) or {}
     result: list[Component] = []
-    for key, raw in template.items():
+    # In COMPONENTS' order, not the manifest's: the API server stores map keys sorted, a file keeps them as
+    # written, and the same LokiStack must plan the same either way (found against the real API server).
+    rank = {name: index for index, name in enumerate(COMPONENTS)}
+    for key, raw in sorted(template.items(), key=lambda item: (rank.get(str(item[0]), len(rank)), str(item[0]))):
         if key not in COMPONENTS:
             found.append(f.error("unknown-component", f"spec.template.{key} is not a Loki component; valid: "
                                  f"{', '.join(COMPONENTS)}", name))
