@@ -21,7 +21,7 @@ from cloudzones.cli import main
 from cloudzones.testing.controlplane import ControlPlane
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CRDS = [ROOT / "tests" / "data" / name for name in ("loki-crd.yaml", "foundationdb-crd.yaml")]
+CRDS = [ROOT / "tests" / "data" / name for name in ("loki-crd.yaml", "foundationdb-crd.yaml", "longhorn-crds.yaml")]
 PLANS = ROOT / "fixtures" / "plans"
 SUFFIX = uuid.uuid4().hex[:6]
 NAMESPACE = f"cp-plan-{SUFFIX}"
@@ -42,7 +42,8 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     for crd in CRDS:
         cp.kubectl("apply", "-f", str(crd))
     cp.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd/lokistacks.loki.grafana.com",
-               "crd/foundationdbclusters.apps.foundationdb.org")
+               "crd/foundationdbclusters.apps.foundationdb.org",
+               *(f"crd/{plural}.longhorn.io" for plural in ("volumes", "replicas", "nodes", "settings")))
     nodes = fixture_nodes()
     cp.add_nodes(nodes)
     cp.ensure_namespace(NAMESPACE)
@@ -92,6 +93,33 @@ class TestLivePlans:
         offline = plan(capsys, what, "-f", str(only_object), "--nodes", str(our_nodes(cluster, tmp_path / "n.json")))
         assert live == offline, json.dumps([(k, live.get(k), offline.get(k)) for k in sorted(set(live) | set(offline))
                                             if live.get(k) != offline.get(k)])
+
+    def test_longhorn(self, cluster: ControlPlane, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """plan locality without -f reads Longhorn's objects in -n and plans as the same objects in a file."""
+        import yaml
+
+        source = yaml.safe_load((PLANS / "longhorn-volumes.yaml").read_text(encoding="utf-8"))
+        sc_name = f"longhorn-local-{SUFFIX}"
+        storage_class = {**source["storageClass"], "metadata": {"name": sc_name}}
+        docs: list[dict[str, Any]] = [storage_class]
+        for key in ("volumes", "replicas", "nodes"):
+            for obj in source[key]:
+                docs.append({**obj, "metadata": {**obj["metadata"], "namespace": NAMESPACE}})
+        for name, value in source["settings"].items():
+            docs.append({"apiVersion": "longhorn.io/v1beta2", "kind": "Setting",
+                         "metadata": {"name": name, "namespace": NAMESPACE}, "value": value})
+        created = cluster.kubectl("create", "-f", "-", input="\n".join(json.dumps(d) for d in docs), check=False)
+        assert created.returncode == 0, created.stderr
+        try:
+            objects = tmp_path / "longhorn.json"
+            objects.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": docs}))
+            live = plan(capsys, "locality", "-n", NAMESPACE, "--storage-class", sc_name,
+                        "--kubeconfig", cluster.kubeconfig)
+            offline = plan(capsys, "locality", "-f", str(objects), "--nodes", str(our_nodes(cluster, tmp_path / "n.json")))
+            assert live == offline
+            assert live["volumes"]
+        finally:
+            cluster.kubectl("delete", "storageclass", sc_name, "--ignore-not-found")
 
     def test_missing_object(self, cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
         """A name that does not exist: one line, exit 1."""

@@ -46,9 +46,13 @@ def register(subparsers: Any) -> None:
                              help=f"the input (see README: cloudzones plan); without it, the {_LIVE_KINDS[name]} "
                                   "--name in -n is read from the cluster with every node")
             sub.add_argument("--name", help=f"the {_LIVE_KINDS[name]} to read from the cluster (without -f)")
-            sub.add_argument("-n", "--namespace", default="default", help="its namespace (default: default)")
-            sub.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default as kubectl finds it)")
-            sub.add_argument("--context", help="kubeconfig context")
+            _add_cluster_options(sub, namespace="default")
+        elif name == "locality":
+            sub.add_argument("-f", "--file", type=pathlib.Path, metavar="INPUT.yaml",
+                             help="the input (see README: cloudzones plan); without it, Longhorn's volumes, "
+                                  "replicas, nodes and settings in -n are read from the cluster")
+            sub.add_argument("--storage-class", metavar="NAME", help="the StorageClass to read with them (without -f)")
+            _add_cluster_options(sub, namespace="longhorn-system")
         else:
             sub.add_argument("-f", "--file", required=True, type=pathlib.Path, metavar="INPUT.yaml",
                              help="the input (see README: cloudzones plan)")
@@ -72,6 +76,12 @@ def register(subparsers: Any) -> None:
 
 
 _LIVE_KINDS = {"replication": "LokiStack", "coordinators": "FoundationDBCluster"}
+
+
+def _add_cluster_options(parser: argparse.ArgumentParser, *, namespace: str) -> None:
+    parser.add_argument("-n", "--namespace", default=namespace, help=f"the namespace to read (default {namespace})")
+    parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default as kubectl finds it)")
+    parser.add_argument("--context", help="kubeconfig context")
 
 
 def _live_or_file(args: argparse.Namespace, kind: str) -> list[Mapping[str, Any]]:
@@ -114,6 +124,19 @@ def _coordinators(args: argparse.Namespace) -> int:
 
 
 def _locality(args: argparse.Namespace) -> int:
+    if args.file is None:
+        if args.nodes is not None:
+            raise errors.UsageError("--nodes goes with -f; without -f the cluster's nodes are read")
+        from cloudzones import kube
+        from cloudzones.kube import snapshot
+
+        with kube.KubeClient.from_environment(kubeconfig=args.kubeconfig, context=args.context) as client:
+            live = snapshot.read_longhorn(client, namespace=args.namespace, storage_class=args.storage_class)
+        return _run(lambda: locality.plan(live["volumes"], live["replicas"], live["nodes"],
+                                          storage_class=live["storageClass"], settings=live["settings"],
+                                          kube_nodes=live["kubeNodes"]), args.output, _locality_text)
+    if args.storage_class or args.kubeconfig or args.context:
+        raise errors.UsageError("-f reads a file: --storage-class, --kubeconfig and --context apply to the cluster")
     parts: dict[str, Any] = {"volumes": [], "replicas": [], "nodes": [], "storageClass": None, "settings": {}}
     for doc in _documents(args.file):
         kind = doc.get("kind")

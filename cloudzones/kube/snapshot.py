@@ -80,3 +80,23 @@ def read_workload(client: kube.KubeClient, kind: str, name: str,
                                  f"not installed): {exc}") from None
     found.setdefault("kind", kind)
     return found, _items(client, kube.NODES, None, 500)
+
+
+def read_longhorn(client: kube.KubeClient, *, namespace: str, storage_class: str | None) -> dict[str, Any]:
+    """Longhorn's volumes, replicas, nodes and settings in ``namespace``, the StorageClass named, and every node."""
+    parts: dict[str, Any] = {}
+    for plural in ("volumes", "replicas", "nodes", "settings"):
+        try:
+            parts[plural] = client.list_custom("longhorn.io", "v1beta2", plural, namespace=namespace)
+        except errors.KubeNotFound as exc:
+            raise errors.ConfigError(f"Longhorn's {plural}.longhorn.io/v1beta2 is not installed in this cluster: "
+                                     f"{exc}") from None
+    settings = {str((s.get("metadata") or {}).get("name")): s.get("value") for s in parts.pop("settings")}
+    found = None
+    if storage_class:
+        try:
+            found = client.get(kube.STORAGE_CLASSES, storage_class)
+        except errors.KubeNotFound:
+            raise errors.ConfigError(f"no StorageClass {storage_class!r} in this cluster") from None
+    return {**parts, "settings": settings, "storageClass": found,
+            "kubeNodes": _items(client, kube.NODES, None, 500)}

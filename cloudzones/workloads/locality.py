@@ -144,7 +144,9 @@ def plan(volumes: Sequence[Mapping[str, Any]], replicas: Sequence[Mapping[str, A
     zones.update({name: str((n.get("status") or {}).get("zone") or "") or zones.get(name, "")
                   for name, n in by_node.items()})
     context = _Context(by_node, zones, storage_class, default, over, minimal)
-    return LocalityPlan(tuple(_plan_volume(v, replicas, context) for v in volumes))
+    # By name, not input order: the API server lists by name, a file keeps its own order, and both must plan alike.
+    ordered = sorted(volumes, key=lambda v: (m.namespace_of(v), m.name_of(v)))
+    return LocalityPlan(tuple(_plan_volume(v, replicas, context) for v in ordered))
 
 
 @dataclasses.dataclass(frozen=True)
