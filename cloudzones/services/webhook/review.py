@@ -26,9 +26,17 @@ class MalformedReview(errors.CloudZonesError, ValueError):
     """The request body is not an AdmissionReview we can answer."""
 
 
+_PLAIN = frozenset({str, list, int, float, bool})
+
+
 def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
     # Reviews arrive as parsed JSON (dicts): skip the ABC machinery of isinstance(x, Mapping) for them.
-    return type(value) is dict or isinstance(value, Mapping)
+    kind = type(value)
+    if kind is dict:
+        return True
+    if value is None or kind in _PLAIN:
+        return False
+    return isinstance(value, Mapping)
 
 
 def _escape(key: str) -> str:
