@@ -163,3 +163,30 @@ class TestKubectlPlugin:
         assert kubectl.main(argv) == 2
         captured = capsys.readouterr()
         assert ("error:" in captured.err and captured.err.count("\n") == 1) or "usage:" in captured.out
+
+
+class TestRefusals:
+    """Hostile or mistaken input: one line naming it, exit 1 (2 for usage)."""
+
+    @pytest.mark.parametrize(("argv", "code", "says"), [
+        (["report", "--kubeconfig", "/nonexistent"], 1, "kubeconfig /nonexistent: cannot read"),
+        (["report", "-f", "/nonexistent"], 1, "snapshot /nonexistent: cannot read"),
+        (["report", "-f", str(SNAPSHOT), "--html", "/nonexistent/dir/x.html"], 1, "cannot write /nonexistent/dir"),
+        (["plan", "replication"], 2, "say which LokiStack to read from the cluster with --name"),
+        (["plan", "coordinators", "-f", str(SNAPSHOT), "--name", "x"], 2, "-f reads a file"),
+        (["plan", "locality", "-f", str(SNAPSHOT), "--storage-class", "x"], 2, "-f reads a file"),
+        (["plan", "locality", "--nodes", str(SNAPSHOT)], 2, "--nodes goes with -f"),
+    ])
+    def test_one_line(self, argv: list[str], code: int, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+        """The exit code and the one error line."""
+        assert main(argv) == code
+        lines = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+        assert len(lines) == 1 and says in lines[0], lines
+
+    def test_not_a_snapshot(self, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A pod whose request is not a quantity: one line naming pod, container and value."""
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(yaml.safe_dump({"nodes": [node("a", "eastus-1")], "pods": [pod("p1", "a", cpu="lots")]}))
+        assert main(["report", "-f", str(bad)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "pod app/p1 container c requests.cpu: 'lots' is not a quantity" in err
