@@ -1,20 +1,34 @@
-# cloudzones: one image for `cloudzones controller`, `node-agent` and `webhook` (see deploy/).
+# cloudzones: one image for every service and the CLI (see deploy/ and charts/cloudzones).
 #   docker build -t cloudzones:0.1.0 .
-# Stage 1 installs the package and its dependencies into a virtualenv; stage 2 copies only that
-# virtualenv onto a clean base (no pip cache, no build tools) and runs it as a non-root user.
-FROM python:3.11-slim AS build
+# Stage 1 installs the dependencies from requirements.lock (exact versions, every file's hash checked:
+# pip --require-hashes), then the package without its dependencies; stage 2 copies only that virtualenv
+# (pip, setuptools, tests and caches removed) onto a clean base and runs it as a non-root user.
+# The base: pass BASE_IMAGE pinned by digest for reproducible builds, e.g.
+#   docker build --build-arg BASE_IMAGE=python:3.11-slim@sha256:<digest> .
+# (`docker buildx imagetools inspect python:3.11-slim` prints the digest); the tag is the default.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
+COPY requirements.lock ./
+RUN pip install --require-hashes --no-deps -r requirements.lock
 COPY pyproject.toml README.md ./
 COPY cloudzones ./cloudzones
 COPY providers ./providers
 COPY storageclass ./storageclass
-RUN pip install . && pip uninstall --yes pip setuptools wheel
+RUN pip install --no-deps . \
+ && pip uninstall --yes pip setuptools wheel \
+ && find /opt/venv -depth \( -name tests -o -name test -o -name __pycache__ \) -type d -exec rm -rf {} +
 
-FROM python:3.11-slim
+FROM ${BASE_IMAGE}
+LABEL org.opencontainers.image.title="cloudzones" \
+      org.opencontainers.image.description="Zone-aware Kubernetes on Azure: node and PV zone labels, zoned disks, placement" \
+      org.opencontainers.image.version="0.1.0" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/cloudzones/cloudzones"
 # 65532 is the conventional "nonroot" id; the manifests pin the same id (runAsUser).
 RUN groupadd --system --gid 65532 cloudzones \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
