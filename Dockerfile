@@ -2,15 +2,18 @@
 #   docker build -t cloudzones:0.1.0 .
 # Stage 1 installs the dependencies from requirements.lock (exact versions, every file's hash checked:
 # pip --require-hashes), then the package without its dependencies; stage 2 copies only that virtualenv
-# (pip, setuptools, tests and caches removed) onto a clean base and runs it as a non-root user.
+# (pip, setuptools and test folders removed; bytecode kept, since the root is read-only in deploy/) onto
+# a clean base and runs it as a non-root user.
 # The base: pass BASE_IMAGE pinned by digest for reproducible builds, e.g.
 #   docker build --build-arg BASE_IMAGE=python:3.11-slim@sha256:<digest> .
 # (`docker buildx imagetools inspect python:3.11-slim` prints the digest); the tag is the default.
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE} AS build
+# A CA bundle for pip where HTTPS goes through an inspecting proxy (scripts/build-image mounts the host's).
+ARG PIP_CERT
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/venv
+RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 COPY requirements.lock ./
@@ -21,7 +24,7 @@ COPY providers ./providers
 COPY storageclass ./storageclass
 RUN pip install --no-deps . \
  && pip uninstall --yes pip setuptools wheel \
- && find /opt/venv -depth \( -name tests -o -name test -o -name __pycache__ \) -type d -exec rm -rf {} +
+ && find /opt/venv/lib -depth \( -name tests -o -name test \) -type d -exec rm -rf {} +
 
 FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="cloudzones" \
