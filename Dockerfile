@@ -22,9 +22,13 @@ COPY pyproject.toml README.md ./
 COPY cloudzones ./cloudzones
 COPY providers ./providers
 COPY storageclass ./storageclass
+# kubernetes.aio (68 MB: the asyncio client) is never imported (tests/test_layers.py checks that), nor is
+# aiohttp and its family, which only it needs.
 RUN pip install --no-deps . \
+ && pip uninstall --yes aiohttp aiohttp-retry aiosignal aiohappyeyeballs frozenlist multidict propcache yarl \
  && pip uninstall --yes pip setuptools wheel \
- && find /opt/venv/lib -depth \( -name tests -o -name test \) -type d -exec rm -rf {} +
+ && find /opt/venv/lib -depth \( -name tests -o -name test \) -type d -exec rm -rf {} + \
+ && rm -rf /opt/venv/lib/python3*/site-packages/kubernetes/aio
 
 FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="cloudzones" \

@@ -124,3 +124,9 @@ class TestLayers:
         path.write_text("def f():\n    from cloudzones.kube import informer\n    import yaml\n")
         assert {"cloudzones.kube.informer", "yaml"} <= imports_of("cloudzones.topology", path)
         assert not _under("cloudzones.kube.informer", RULES["core"])
+
+
+def test_no_async_kubernetes_client() -> None:
+    """Nothing imports ``kubernetes.aio``: the image deletes it (68 MB), see the Dockerfile."""
+    for module, path in modules().items():
+        assert not any(name.startswith("kubernetes.aio") for name in imports_of(module, path)), module
