@@ -264,6 +264,8 @@ LOKI_STACK: dict[str, Any] = {
              "template": MapOf({"replicas": ANY, "nodeSelector": MapOf(str),
                                 "tolerations": ListOf({"key": str, "operator": str, "value": str, "effect": str})})},
 }
+SNAPSHOT["lokiStacks"] = ListOf(LOKI_STACK)
+"""A snapshot may carry LokiStacks: `cloudzones report` plans them."""
 FDB_CLUSTER: dict[str, Any] = {
     "metadata": METADATA,
     "spec": {"version": str, "databaseConfiguration": MapOf(ANY), "processCounts": MapOf(ANY),

@@ -190,3 +190,21 @@ class TestRefusals:
         assert main(["report", "-f", str(bad)]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "pod app/p1 container c requests.cpu: 'lots' is not a quantity" in err
+
+
+class TestPlannerFindings:
+    """LokiStacks in the snapshot are planned; their rule breaks are report findings."""
+
+    def test_loki_rules(self, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A stack whose replication factor exceeds the zones: the planner's error, naming the stack; exit 1."""
+        stack = next(d for d in documents.manifests(ROOT / "fixtures" / "plans" / "loki-factor-too-high.yaml",
+                                                    what="input") if d.get("kind") == "LokiStack")
+        snap = {**snapshot(), "lokiStacks": [stack]}
+        report = zonereport.build(snap)
+        name = f"LokiStack {stack['metadata'].get('namespace', 'default')}/{stack['metadata']['name']}"
+        loki = [f for f in report.findings if f.message.startswith(name)]
+        assert loki and any(f.severity.value == "error" for f in loki), report.findings
+        path = tmp_path / "with-loki.yaml"
+        path.write_text(yaml.safe_dump_all([*snapshot()["nodes"], *snapshot()["pods"], stack]))
+        assert main(["report", "-f", str(path), "-o", "json"]) == 1
+        assert any(f["message"].startswith(name) for f in json.loads(capsys.readouterr().out)["findings"])

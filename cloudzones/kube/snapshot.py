@@ -1,8 +1,8 @@
 """Read the live cluster into the snapshot the planners take (`cloudzones.workloads.outage`'s shape).
 
 Read-only and paged: nodes and PersistentVolumes cluster-wide; pods, claims and StatefulSets in one
-namespace or all; FoundationDBClusters through the dynamic API, skipped with a note when their CRD
-is not installed. Pods are reduced on arrival to what the planners read, so that 150,000 of them
+namespace or all; FoundationDBClusters and LokiStacks through the dynamic API, each skipped with a
+note when its CRD is not installed. Pods are reduced on arrival to what the planners read, so that 150,000 of them
 stay a few hundred MB rather than several GB.
 """
 
@@ -18,7 +18,8 @@ WORKLOADS = {"LokiStack": ("loki.grafana.com", "v1", "lokistacks"),
              "FoundationDBCluster": ("apps.foundationdb.org", "v1beta2", "foundationdbclusters")}
 
 #: Custom resources the planners read: snapshot key → (group, version, plural, kind).
-CUSTOM = {"foundationDBClusters": ("apps.foundationdb.org", "v1beta2", "foundationdbclusters", "FoundationDBCluster")}
+CUSTOM = {"foundationDBClusters": ("apps.foundationdb.org", "v1beta2", "foundationdbclusters", "FoundationDBCluster"),
+          "lokiStacks": ("loki.grafana.com", "v1", "lokistacks", "LokiStack")}
 _POD_META = ("name", "namespace", "labels", "annotations", "ownerReferences", "deletionTimestamp", "uid")
 
 

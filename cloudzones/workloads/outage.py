@@ -41,7 +41,7 @@ FDB_CLUSTER_LABEL = q.FDB_CLUSTER_LABEL
 REPLICATION_FACTOR_ANNOTATION = q.REPLICATION_FACTOR_ANNOTATION
 WorkloadImpact = q.WorkloadImpact
 SNAPSHOT_KEYS = ("nodes", "pods", "persistentVolumeClaims", "persistentVolumes", "foundationDBClusters",
-                 "statefulSets")
+                 "statefulSets", "lokiStacks")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +107,7 @@ def snapshot_from_documents(documents: Sequence[Any]) -> dict[str, list[Mapping[
     """Sort manifests (or a snapshot mapping, or ``List``s) into the snapshot keys by ``kind``."""
     kinds = {"Node": "nodes", "Pod": "pods", "PersistentVolumeClaim": "persistentVolumeClaims",
              "PersistentVolume": "persistentVolumes", "FoundationDBCluster": "foundationDBClusters",
-             "StatefulSet": "statefulSets"}
+             "StatefulSet": "statefulSets", "LokiStack": "lokiStacks"}
     result: dict[str, list[Mapping[str, Any]]] = {key: [] for key in SNAPSHOT_KEYS}
     pending = list(documents)
     while pending:

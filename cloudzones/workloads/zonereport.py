@@ -7,7 +7,8 @@ its pods per zone and the skew; and, by running `outage.report` for every zone, 
 zone does to each workload. A cell says the worst of: ``ok`` (no member there), ``degraded``
 (keeps serving), ``stranded`` (a lost pod's zonal volume keeps it from starting elsewhere),
 ``unavailable`` (every replica lost) and ``quorum-lost``. Findings are the warnings and errors of
-every zone's what-if, each message saying which zone's loss it is about.
+every zone's what-if, each message saying which zone's loss it is about, and those of the
+replication planner for every LokiStack in the snapshot.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudzones import labels, quantity
+from cloudzones import errors, labels, quantity
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import findings as f
-from cloudzones.workloads import outage
+from cloudzones.workloads import outage, replication
 from cloudzones.workloads import quorum as q
 
 #: Zone-loss verdicts for one workload, mildest first (a cell shows the worst that applies).
@@ -107,7 +108,22 @@ def build(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], *, zone_key: str 
     # Warnings and errors of every zone's what-if, said with their zone (the cells already show the mild ones).
     found = [dataclasses.replace(finding, message=f"if {report.zone} is lost: {finding.message}")
              for report in outages for finding in report.findings if finding.severity is not f.Severity.INFO]
+    found += _loki_findings(snapshot.get("lokiStacks") or [], nodes)
     return ClusterReport(tuple(rows), tuple(workloads), outages, tuple(found))
+
+
+def _loki_findings(stacks: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]]) -> list[f.Finding]:
+    """The replication planner's warnings and errors for every LokiStack, each naming its stack."""
+    found: list[f.Finding] = []
+    for stack in stacks:
+        where = f"LokiStack {m.namespace_of(stack)}/{m.name_of(stack)}"
+        try:
+            items: Sequence[f.Finding] = replication.plan(stack, nodes).findings
+        except errors.InvalidWorkloadSpec as exc:
+            items = exc.findings
+        found += [dataclasses.replace(item, message=f"{where}: {item.message}") for item in items
+                  if item.severity is not f.Severity.INFO]
+    return found
 
 
 def _zone_rows(columns: Sequence[str], nodes: Sequence[Mapping[str, Any]], zone_of: Mapping[str, str],
