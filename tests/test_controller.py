@@ -241,6 +241,31 @@ class TestNoConvoy:
         labeller.stop()
 
 
+class TestPause:
+    """Losing the Lease stops the writes, including the ones in flight, before the Lease goes."""
+
+    def test_pause_waits_for_the_reconcile_in_flight(self, api: FakeKubeApi, client: kube.KubeClient,
+                                                     arm: FakeArm) -> None:
+        """pause() returns only once the worker's reconcile (held in ARM here) has finished."""
+        api.create("nodes", node("aks-pool-vmss000003", f"{PID}/virtualMachineScaleSets/pool/virtualMachines/3"))
+        labeller = synced(controller.NodeLabeler(client, provider(arm, FakeClock())))
+        held = arm.hold_next("GET", "/virtualmachinescalesets/pool/virtualmachines")
+        key = labeller.queue.get(timeout=5)
+        worker = threading.Thread(target=lambda: (labeller.reconcile(key or ""), labeller.queue.done(key or "")),
+                                  daemon=True)
+        worker.start()
+        assert held.reached.wait(10)
+        paused: list[bool] = []
+        pauser = threading.Thread(target=lambda: paused.append(labeller.pause(timeout=10)), daemon=True)
+        pauser.start()
+        pauser.join(0.3)
+        assert pauser.is_alive()  # still waiting for the reconcile in flight
+        held.release()
+        pauser.join(10)
+        assert paused == [True] and not labeller.active.is_set()
+        labeller.stop()
+
+
 class TestLeaderElection:
     """Only the Lease holder acts; a hand-over loses nothing."""
 

@@ -200,6 +200,16 @@ class TestRun:
         assert "holderIdentity" not in _lease(api)["spec"] and not elector.leading.is_set()
         assert api.count("update", "leases") == 4  # three renewals and the release
 
+    def test_stops_acting_before_releasing(self, api: FakeKubeApi, client: kube.KubeClient, clock: Clock) -> None:
+        """On stop, on_stopped_leading runs while the Lease is still ours: a successor never overlaps our writes."""
+        holder_at_stop: list[object] = []
+        elector: leader.LeaderElector
+        elector = _elector(client, clock, "a", sleep=lambda _: elector.stop(),
+                           on_stopped_leading=lambda: holder_at_stop.append(_lease(api)["spec"].get("holderIdentity")))
+        elector.run()
+        assert holder_at_stop == ["a"]
+        assert "holderIdentity" not in _lease(api)["spec"]
+
     def test_follower_waits(self, api: FakeKubeApi, client: kube.KubeClient, clock: Clock) -> None:
         """A second replica's loop does nothing while the first holds the Lease; it never calls back."""
         _elector(client, clock, "a").try_acquire_or_renew()

@@ -175,7 +175,14 @@ class LeaderElector:
                 else:
                     self._wait_for_release(self.settings.retry_period)
         finally:
-            if self.leading.is_set() or self.is_leader:
+            held = self.leading.is_set() or self.is_leader
+            if self.leading.is_set():
+                # Stop acting before letting go: the successor takes a released Lease within a round trip,
+                # and must not find us still writing (found on the real API server: a node created in
+                # that window was labelled by the old leader after its release).
+                self.leading.clear()
+                self._notify(self._on_stopped, "stopped")
+            if held:
                 self.release()
             self._sync_state()
 

@@ -48,12 +48,19 @@ class KeyQueue:
         """Finish processing ``key``; it is queued again if it was added meanwhile."""
         with self._cond:
             self._processing.discard(key)
+            if not self._processing:
+                self._cond.notify_all()  # for wait_idle
             if key in self._again:
                 self._again.discard(key)
                 if not self._shut:
                     self._queued.add(key)
                     self._queue.append(key)
                     self._cond.notify()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no key is being processed; whether that happened within ``timeout``."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._processing, timeout=timeout)
 
     def shutdown(self) -> None:
         """Refuse new keys and wake every waiting ``get`` (which then returns None once the queue is empty)."""

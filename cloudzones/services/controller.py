@@ -198,7 +198,7 @@ class NodeLabeler(Workers):
             self.active.set()
             self.enqueue_all()
         elif not leading:
-            self.active.clear()
+            self.pause()
 
     def stop(self) -> None:
         """Stop everything and wait for the threads."""

@@ -364,7 +364,7 @@ class DiskProvisioner(Workers):
             for pv in [obj for _, obj in self.volumes.items()]:
                 self._volume_changed(pv)
         elif not leading:
-            self.active.clear()
+            self.pause()
 
     def stop(self) -> None:
         """Stop everything and wait for the threads."""

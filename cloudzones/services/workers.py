@@ -39,6 +39,14 @@ class Workers:
         """Whether workers may take keys now (e.g. every cache listed); active is checked separately."""
         return True
 
+    def pause(self, timeout: float = 10.0) -> bool:
+        """Stop taking keys and wait (bounded) for the reconciles in flight: after this, nothing of ours writes.
+
+        Called when the Lease is lost or about to be released; returns whether they finished in time.
+        """
+        self.active.clear()
+        return self.queue.wait_idle(timeout)
+
     def observe(self, seconds: float) -> None:
         """Told how long each reconcile took (for a histogram)."""
 
