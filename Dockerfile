@@ -4,10 +4,11 @@
 # pip --require-hashes), then the package without its dependencies; stage 2 copies only that virtualenv
 # (pip, setuptools and test folders removed; bytecode kept, since the root is read-only in deploy/) onto
 # a clean base and runs it as a non-root user.
-# The base: pass BASE_IMAGE pinned by digest for reproducible builds, e.g.
-#   docker build --build-arg BASE_IMAGE=python:3.11-slim@sha256:<digest> .
-# (`docker buildx imagetools inspect python:3.11-slim` prints the digest); the tag is the default.
-ARG BASE_IMAGE=python:3.11-slim
+# The base is pinned by digest (python:3.11-slim's multi-arch index; the tag is kept beside it for people).
+# To move to a newer one: `docker buildx imagetools inspect python:3.11-slim` prints the current digest.
+# The digest was taken from public Dockerfiles (two independent ones agree); no registry is reachable from
+# the machines this was written on, so scripts/build-image passes its own base (see there).
+ARG BASE_IMAGE=python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 FROM ${BASE_IMAGE} AS build
 # A CA bundle for pip where HTTPS goes through an inspecting proxy (scripts/build-image mounts the host's).
 ARG PIP_CERT
