@@ -20,9 +20,10 @@ from __future__ import annotations
 import gc
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
 import orjson
 import yaml
 
@@ -122,6 +123,9 @@ def _parse_yaml(text: str, source: str) -> list[Any]:
     except InputError:
         raise
     except yaml.MarkedYAMLError as exc:
+        if "nesting depth" in str(exc.problem):  # libyaml's own limit (PyYAML >= 6.0.4 wheels): ours is lower
+            raise InputError(f"{source}: nested more than {MAX_DEPTH} levels deep{_place(exc.problem_mark)}") \
+                from None
         raise InputError(f"{source}: not valid YAML or JSON: {exc.problem or exc.context}{_place(exc.problem_mark)}") \
             from None
     except yaml.YAMLError as exc:
@@ -155,22 +159,9 @@ def _check_node(root: yaml.Node, source: str) -> None:
                 stack.extend(((value, depth + 1), (key, depth + 1)))
 
 
-def _check_depth(document: Any, source: str) -> None:
-    # Level by level over containers only (a 150,000-pod snapshot has millions of scalars); a value at
-    # level MAX_DEPTH + 1 exists exactly when a container at level MAX_DEPTH is not empty.
-    level = [document] if isinstance(document, (dict, list)) else []
-    for depth in range(1, MAX_DEPTH + 1):
-        if not level:
-            return
-        if depth == MAX_DEPTH:
-            if any(level):
-                raise InputError(f"{source}: nested more than {MAX_DEPTH} levels deep")
-            return
-        deeper: list[Any] = []
-        for value in level:
-            children = value.values() if type(value) is dict else value
-            deeper.extend(child for child in children if type(child) is dict or type(child) is list)
-        level = deeper
+def _check_depth(document: Any, source: str, *, limit: int = MAX_DEPTH) -> None:
+    if shapes.deeper_than(document, limit):
+        raise InputError(f"{source}: nested more than {MAX_DEPTH} levels deep")
 
 
 def _place(mark: Any) -> str:
@@ -182,6 +173,83 @@ def _plain(exc: ValueError) -> str:
     if "digits" in text and "int" in text:
         return "a number has more digits than allowed (4,300)"
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+Each = Callable[[Any, str, str], Any]
+"""``each(item, place, list_key)``: what to keep of one list item (checking it), ``place`` as ``pods[3]``."""
+
+
+def load_streamed(path: str | os.PathLike[str], *, what: str = "file", each: Each,
+                  check_depth: bool = True) -> list[Any]:
+    """The documents of a file as `load_all` gives them, with every item of a ``List``'s ``items``, of a
+    kind-less mapping's lists and of a top-level list replaced by ``each(item, place, list_key)``.
+
+    For JSON (what ``kubectl get -o json`` writes) items are parsed one at a time and handed to ``each``
+    at once, so a snapshot whose ``each`` keeps little never exists whole as Python objects (150,000
+    pods: ~300 MB instead of ~750). Anything else, or JSON that msgspec refuses (numbers over 64 bits,
+    nesting past the interpreter's limit), takes `load_all`'s path with the same ``each`` afterwards,
+    and its errors. A `shapes.ShapeError` from ``each`` becomes an `InputError` naming the file.
+    ``check_depth=False``: ``each`` bounds the nesting of what it keeps itself (no second walk of it here).
+    """
+    text = read_text(path, what=what)
+    source = f"{what} {os.fspath(path)}"
+    enabled = gc.isenabled()
+    gc.disable()  # as in parse(): millions of new objects, no cycles
+    try:
+        try:
+            documents = _streamed_json(text, source, each, check_depth)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            documents = None
+        if documents is None:
+            documents = [_each_item(d, lambda items, key: [each(x, f"{key}[{i}]", key) for i, x in enumerate(items)])
+                         for d in parse(text, source=source)]
+    except shapes.ShapeError as exc:
+        raise InputError(f"{source}: {exc}") from None
+    finally:
+        if enabled:
+            gc.enable()
+    return documents
+
+
+def _each_item(document: Any, apply: Callable[[list[Any], str], list[Any]]) -> Any:
+    """``document`` with ``apply`` run over its item lists (the ones `load_streamed` streams)."""
+    if isinstance(document, list):
+        return apply(document, "")
+    listing = isinstance(document, dict) and ("kind" not in document or (
+        str(document.get("kind")).endswith("List") and "items" in document))
+    if listing:
+        return {k: apply(v, k) if isinstance(v, list) and (k == "items" or "kind" not in document) else v
+                for k, v in document.items()}
+    return document
+
+
+def _streamed_json(text: str, source: str, each: Each, check_depth: bool) -> list[Any] | None:
+    """`load_streamed`'s JSON path; None when the text is not one JSON object or list."""
+    start = text.lstrip()[:1]
+    if start not in ("{", "["):
+        return None
+    decoder = msgspec.json.Decoder()
+
+    def stream(items: list[msgspec.Raw], key: str) -> list[Any]:
+        out = []
+        for index, item in enumerate(items):
+            kept = each(decoder.decode(item), f"{key}[{index}]", key)
+            if check_depth:  # an item sits two levels down (document, list): what each() keeps is bounded
+                _check_depth(kept, f"{source}: {key}[{index}]", limit=MAX_DEPTH - 2)
+            out.append(kept)
+        return out
+
+    if start == "[":
+        return [stream(msgspec.json.decode(text, type=list[msgspec.Raw]), "")]
+    top = msgspec.json.decode(text, type=dict[str, msgspec.Raw])
+    kind = decoder.decode(top["kind"]) if "kind" in top else None
+    listing = kind is None or (str(kind).endswith("List") and "items" in top)
+    streamed = {k for k, raw in top.items()
+                if listing and (k == "items" or kind is None) and memoryview(raw)[:1].tobytes() == b"["}
+    document = {k: stream(msgspec.json.decode(raw, type=list[msgspec.Raw]), k) if k in streamed
+                else decoder.decode(raw) for k, raw in top.items()}
+    _check_depth({k: v for k, v in document.items() if k not in streamed}, source)
+    return [document]
 
 
 def load_all(path: str | os.PathLike[str], *, what: str = "file") -> list[Any]:

@@ -144,6 +144,24 @@ def check(value: Any, schema: Schema, path: str = "") -> None:
             _fail(where, shape, current)
 
 
+def deeper_than(document: Any, limit: int) -> bool:
+    """Whether ``document`` nests containers more than ``limit`` levels deep (``[[1]]`` is two levels)."""
+    # Level by level over containers only (a 150,000-pod snapshot has millions of scalars); a value at
+    # level limit + 1 exists exactly when a container at level limit is not empty.
+    level = [document] if isinstance(document, (dict, list)) else []
+    for depth in range(1, limit + 1):
+        if not level:
+            return False
+        if depth == limit:
+            return any(level)
+        deeper: list[Any] = []
+        for value in level:
+            children = value.values() if type(value) is dict else value
+            deeper.extend(child for child in children if type(child) is dict or type(child) is list)
+        level = deeper
+    return False
+
+
 def _is_map(value: Any) -> bool:
     return type(value) is dict or isinstance(value, Mapping)
 
@@ -193,7 +211,8 @@ POD_SPEC: dict[str, Any] = {
         "labelSelector": LABEL_SELECTOR, "matchLabelKeys": ListOf(str), "nodeAffinityPolicy": str,
         "nodeTaintsPolicy": str}),
     "volumes": ListOf({"name": str, "persistentVolumeClaim": {"claimName": str}}),
-    "containers": ListOf({"name": str, "resources": {"requests": MapOf(QUANTITY), "limits": MapOf(QUANTITY)}}),
+    "containers": ListOf({"name": str, "resources": {"requests": MapOf(QUANTITY), "limits": MapOf(QUANTITY)},
+                          "env": ListOf({"name": str, "value": str})}),
 }
 POD: dict[str, Any] = {"kind": str, "metadata": METADATA, "spec": POD_SPEC,
                        "status": {"phase": str, "podIP": str, "conditions": ListOf({"type": str, "status": str})}}
@@ -256,6 +275,11 @@ SNAPSHOT: dict[str, Any] = {
     "persistentVolumes": ListOf(PV), "foundationDBClusters": ListOf({"metadata": METADATA, "spec": MapOf(ANY)}),
 }
 """The single-mapping form of a ``cloudzones plan outage`` snapshot."""
+# Longhorn's objects as listed (`cloudzones report` plans their data locality); a malformed volume is the
+# locality planner's own finding, so volumes are only required to be mappings here.
+SNAPSHOT.update({"longhornVolumes": ListOf(MapOf(ANY)), "longhornReplicas": ListOf(LONGHORN_REPLICA),
+                 "longhornNodes": ListOf(LONGHORN_NODE),
+                 "longhornSettings": ListOf({"metadata": METADATA, "value": ANY})})
 LOKI_STACK: dict[str, Any] = {
     "metadata": METADATA,
     # Numbers are left to the planner's own rules (factor-invalid, zone-max-skew, replicas-invalid).

@@ -1,8 +1,8 @@
 """`cloudzones report` against the real kube-apiserver: the live answer equals the answer from a kubectl dump.
 
 Objects of this module (nodes labelled with three zones, a StatefulSet the real scheduler places, a
-zonal PV, and a FoundationDBCluster under a CRD installed for the test, tests/data/foundationdb-crd.yaml)
-are created through the API. ``cloudzones report`` then reads the cluster live, and again from what
+zonal PV, a FoundationDBCluster and Longhorn's volumes, replicas, nodes and settings under CRDs installed for
+the test, tests/data/foundationdb-crd.yaml and longhorn-crds.yaml) are created through the API. ``cloudzones report`` then reads the cluster live, and again from what
 ``kubectl get -o json`` printed of the same objects: both JSON answers must be identical (the live
 path reduces pods as they arrive, so this also proves the reduction keeps everything the report
 reads). A CRD that is not installed (LokiStack's, here) is skipped with a note.
@@ -18,13 +18,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
 from cloudzones import errors, kube, labels
 from cloudzones.cli import main
 from cloudzones.testing.controlplane import ControlPlane
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CRD = ROOT / "tests" / "data" / "foundationdb-crd.yaml"
+CRDS = [ROOT / "tests" / "data" / name for name in ("foundationdb-crd.yaml", "longhorn-crds.yaml")]
+LONGHORN = ("volumes", "replicas", "nodes", "settings")
+READER = ROOT / "deploy" / "examples" / "report-reader.yaml"
 SUFFIX = uuid.uuid4().hex[:6]
 NAMESPACE = f"cp-report-{SUFFIX}"
 ZONES = ("eastus-1", "eastus-2", "eastus-3")
@@ -54,18 +57,33 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
         "csi": {"driver": "disk.csi.azure.com", "volumeHandle": "x"},
         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": labels.ZONE, "operator": "In", "values": ["eastus-2"]}]}]}}}})
-    cp.kubectl("apply", "-f", str(CRD))
-    cp.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd/foundationdbclusters.apps.foundationdb.org")
+    for crd in CRDS:
+        cp.kubectl("apply", "-f", str(crd))
+    cp.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd/foundationdbclusters.apps.foundationdb.org",
+               *(f"crd/{plural}.longhorn.io" for plural in LONGHORN))
+    created = cp.kubectl("create", "-f", "-", input="\n".join(json.dumps(d) for d in longhorn_objects()), check=False)
+    assert created.returncode == 0, created.stderr
     try:
         yield cp
     finally:
         cp.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}")
         cp.kubectl("delete", "pods", "--all", "--force", "--grace-period=0", "--ignore-not-found", "-n", NAMESPACE)
-        cp.kubectl("delete", "--ignore-not-found", "-f", str(CRD))
+        for crd in CRDS:
+            cp.kubectl("delete", "--ignore-not-found", "-f", str(crd))
         with contextlib.suppress(errors.KubeApiError):
             cp.client.delete(kube.PERSISTENT_VOLUMES, f"czr-{SUFFIX}-pv")
         for name in NODES:
             cp.client.delete(kube.NODES, name)
+
+
+def longhorn_objects() -> list[dict[str, Any]]:
+    """fixtures/plans/longhorn-volumes.yaml's volumes, replicas, nodes and settings, in our namespace."""
+    source = yaml.safe_load((ROOT / "fixtures" / "plans" / "longhorn-volumes.yaml").read_text(encoding="utf-8"))
+    docs = [{**obj, "metadata": {**obj["metadata"], "namespace": NAMESPACE}}
+            for key in ("volumes", "replicas", "nodes") for obj in source[key]]
+    return docs + [{"apiVersion": "longhorn.io/v1beta2", "kind": "Setting",
+                    "metadata": {"name": name, "namespace": NAMESPACE}, "value": value}
+                   for name, value in source["settings"].items()]
 
 
 def bound(cp: ControlPlane) -> dict[str, Any]:
@@ -104,7 +122,8 @@ class TestLiveEqualsSnapshot:
             "apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
             "metadata": {"name": "fdb"}, "spec": {"version": "7.3.43", "processCounts": {"storage": 3}},
             "status": {"connectionString": f"fdb:abc@{first['metadata']['name']}.zk:4501"}})
-        kinds = "nodes,pods,persistentvolumeclaims,persistentvolumes,statefulsets,foundationdbclusters"
+        kinds = ",".join(["nodes,pods,persistentvolumeclaims,persistentvolumes,statefulsets,foundationdbclusters",
+                          *(f"{plural}.longhorn.io" for plural in LONGHORN)])
         # The cluster is shared: another module's namespace may still be emptying. Compare only when a dump
         # before and a dump after the live read agree, i.e. nothing changed around it.
         for _ in range(5):
@@ -124,6 +143,9 @@ class TestLiveEqualsSnapshot:
         (zk,) = [w for w in live["workloads"] if w["workload"] == f"StatefulSet/{NAMESPACE}/zk"]
         assert sorted(zk["podsPerZone"][z] for z in ZONES) == [1, 1, 1] and zk["skew"] == 0
         assert any(o["coordinators"] for o in live["outages"])
+        longhorn = {f["subject"]: f["severity"] for f in live["findings"]
+                    if f["message"].startswith(f"Longhorn in {NAMESPACE}: ")}
+        assert longhorn == {"pvc-no-fitting-disk": "warning", "pvc-strict-3": "error", "pvc-unknown-mode": "error"}
 
     def test_namespace_scope(self, cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
         """-n reads that namespace's pods only (nodes stay cluster-wide)."""
@@ -131,3 +153,49 @@ class TestLiveEqualsSnapshot:
         scoped, _ = report(capsys, "--kubeconfig", cluster.kubeconfig, "-n", NAMESPACE)
         assert {w["workload"] for w in scoped["workloads"]} <= {f"StatefulSet/{NAMESPACE}/zk",
                                                                 f"FoundationDBCluster/{NAMESPACE}/fdb"}
+
+
+class TestReadRights:
+    """deploy/examples/report-reader.yaml grants what the report reads; an optional input it may not list is a note."""
+
+    def bind(self, cp: ControlPlane, account: str, role: dict[str, Any]) -> str:
+        """A service account in our namespace bound to ``role`` (created here); its kubeconfig."""
+        name = f"{role['metadata']['name']}-{SUFFIX}"
+        cp.kubectl("create", "serviceaccount", account, "-n", NAMESPACE)
+        cp.kubectl("apply", "-f", "-", input=json.dumps({**role, "metadata": {**role["metadata"], "name": name}}))
+        cp.kubectl("create", "clusterrolebinding", name, f"--clusterrole={name}",
+                   f"--serviceaccount={NAMESPACE}:{account}")
+        return cp.kubeconfig_for(NAMESPACE, account)
+
+    def unbind(self, cp: ControlPlane, role: dict[str, Any]) -> None:
+        name = f"{role['metadata']['name']}-{SUFFIX}"
+        cp.kubectl("delete", "clusterrolebinding,clusterrole", name, "--ignore-not-found")
+
+    def test_example_role_suffices(self, cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+        """As a service account with only the example ClusterRole: the same report as the admin's, nothing skipped."""
+        bound(cluster)
+        role = yaml.safe_load(READER.read_text(encoding="utf-8"))
+        try:
+            config = self.bind(cluster, "reader", role)
+            for _ in range(5):  # the cluster is shared: compare two admin reads around the reader's
+                before, _ = report(capsys, "--kubeconfig", cluster.kubeconfig)
+                reader, notes = report(capsys, "--kubeconfig", config)
+                after, _ = report(capsys, "--kubeconfig", cluster.kubeconfig)
+                if before == after:
+                    break
+            assert reader == before
+            assert "not allowed" not in notes and "Longhorn in" in json.dumps(reader["findings"])
+        finally:
+            self.unbind(cluster, role)
+
+    def test_without_longhorn_rights(self, cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
+        """A role without Longhorn's rules: four notes (one per kind), the rest of the report, no Longhorn findings."""
+        role = yaml.safe_load(READER.read_text(encoding="utf-8"))
+        role["rules"] = [r for r in role["rules"] if r["apiGroups"] != ["longhorn.io"]]
+        try:
+            config = self.bind(cluster, "reader-no-longhorn", role)
+            answer, notes = report(capsys, "--kubeconfig", config)
+            assert notes.count(".longhorn.io/v1beta2): not allowed to list them: skipped") == 4, notes
+            assert answer["zones"] and "Longhorn in" not in json.dumps(answer["findings"])
+        finally:
+            self.unbind(cluster, role)

@@ -24,7 +24,7 @@ CORE = ("cloudzones", "cloudzones.topology", "cloudzones.labels", "cloudzones.er
 # What each layer may import besides the standard library: (layer prefixes, allowed prefixes).
 RULES: dict[str, tuple[str, ...]] = {
     "core": CORE,
-    "documents": (*CORE, "yaml", "orjson"),
+    "documents": (*CORE, "yaml", "orjson", "msgspec"),
     "kube": (*CORE, "cloudzones.documents", "cloudzones.kube", "kubernetes", "urllib3"),
     "providers": (*CORE, "cloudzones.documents", "providers", "azure", "requests", "msal", "yaml", "urllib3"),
     "storageclass": (*CORE, "storageclass"),

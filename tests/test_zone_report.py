@@ -12,7 +12,7 @@ import yaml
 from cloudzones import documents, quantity
 from cloudzones.cli import kubectl, main
 from cloudzones.testing.kubeapi import FakeKubeApi
-from cloudzones.workloads import outage, zonereport
+from cloudzones.workloads import fdblocality, outage, zonereport
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SNAPSHOT = ROOT / "fixtures" / "plans" / "snapshot-3zones.yaml"
@@ -208,3 +208,53 @@ class TestPlannerFindings:
         path.write_text(yaml.safe_dump_all([*snapshot()["nodes"], *snapshot()["pods"], stack]))
         assert main(["report", "-f", str(path), "-o", "json"]) == 1
         assert any(f["message"].startswith(name) for f in json.loads(capsys.readouterr().out)["findings"])
+
+    def test_foundationdb_from_its_pods(self) -> None:
+        """Coordinators are chosen from the cluster's running pods: six nodes cannot give nine in three halls."""
+        cluster = {"apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
+                   "metadata": {"name": "fdb9", "namespace": "db"},
+                   "spec": {"version": "7.1.57", "databaseConfiguration": {"redundancy_mode": "three_data_hall"},
+                            "localities": [{"key": "zoneid", "topologyKey": "kubernetes.io/hostname"},
+                                           {"key": "data_hall", "topologyKey": "topology.kubernetes.io/zone"}]}}
+        snap = snapshot()
+        fdb_pods = [fdb_pod(f"fdb9-storage-{i}", n["metadata"]["name"], "storage", i)
+                    for i, n in enumerate(snap["nodes"], start=1)]
+        report = zonereport.build({**snap, "pods": [*snap["pods"], *fdb_pods], "foundationDBClusters": [cluster]})
+        mine = [f for f in report.findings if f.message.startswith("FoundationDBCluster db/fdb9: ")]
+        assert mine and all(f.severity.value == "error" for f in mine), report.findings
+        assert any("data_hall" in f.message for f in mine), mine
+        # The fixture's own clusters (pods without a process class, no processCounts) have nothing to plan.
+        assert not [f for f in report.findings if f.message.startswith("FoundationDBCluster db/fdb:")]
+
+    def test_foundationdb_pod_labels(self) -> None:
+        """Pods become processes by the cluster's label settings: class, process-group id, node, literal env."""
+        cluster = {"metadata": {"name": "c", "namespace": "db"}, "spec": {"labels": {
+            "matchLabels": {"team": "c"}, "processClassLabels": ["my-class"], "processGroupIDLabels": ["my-id"]}}}
+        pods = [{"metadata": {"name": "p1", "namespace": "db", "labels": {"team": "c", "my-class": "log",
+                                                                           "my-id": "log-1"}},
+                 "spec": {"nodeName": "n1", "containers": [{"name": "fdb", "env": [
+                     {"name": "FDB_HALL", "value": "h1"}, {"name": "FROM_FIELD", "valueFrom": {}}]}]}},
+                {"metadata": {"name": "p2", "namespace": "db", "labels": {"team": "c"}}, "spec": {}},
+                {"metadata": {"name": "p3", "namespace": "other", "labels": {"team": "c", "my-class": "log"}}}]
+        assert fdblocality.processes_from_pods(cluster, pods) == [
+            {"id": "log-1", "processClass": "log", "node": "n1", "env": {"FDB_HALL": "h1"}}]
+
+    def test_longhorn(self) -> None:
+        """Longhorn's objects in the snapshot (List form) are planned per namespace: its errors and warnings."""
+        raw = yaml.safe_load((ROOT / "fixtures" / "plans" / "longhorn-volumes.yaml").read_text())
+        settings = [{"apiVersion": "longhorn.io/v1beta2", "kind": "Setting", "metadata": {"name": k}, "value": v}
+                    for k, v in raw["settings"].items()]
+        items = [*raw["volumes"], *raw["replicas"], *raw["nodes"], *settings]
+        snap = outage.snapshot_from_documents([{"kind": "List", "items": [*snapshot()["nodes"], *items]}])
+        assert len(snap["longhornNodes"]) == len(raw["nodes"]) and len(snap["nodes"]) == 6
+        report = zonereport.build(snap)
+        longhorn = {f.subject: f.severity.value for f in report.findings if f.message.startswith("Longhorn in ")}
+        assert longhorn == {"pvc-no-fitting-disk": "warning", "pvc-strict-3": "error", "pvc-unknown-mode": "error"}
+
+
+def fdb_pod(name: str, node_name: str, process_class: str, index: int) -> dict[str, Any]:
+    """A running FoundationDB pod as the operator labels it."""
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "db", "labels": {
+        "foundationdb.org/fdb-cluster-name": name.split("-")[0], "foundationdb.org/fdb-process-class": process_class,
+        "foundationdb.org/fdb-process-group-id": f"{process_class}-{index}"}},
+        "spec": {"nodeName": node_name, "containers": [{"name": "foundationdb"}]}, "status": {"phase": "Running"}}

@@ -52,7 +52,11 @@ def load_snapshot(args: argparse.Namespace) -> dict[str, list[Any]]:
     if args.file is not None:
         if args.namespace or args.kubeconfig or args.context:
             raise errors.UsageError("-f reads a file: --kubeconfig, --context and -n apply to the live cluster only")
-        return outage.snapshot_from_documents(list(documents.manifests(args.file, what="snapshot")))
+        from cloudzones.workloads import compact
+
+        # Item by item, pods compacted as they are parsed: the whole file never exists as Python objects.
+        items = documents.load_streamed(args.file, what="snapshot", each=compact.SnapshotItems(), check_depth=False)
+        return outage.snapshot_from_documents(items, checked=True)
     from cloudzones import kube
     from cloudzones.kube import snapshot
 

@@ -1,17 +1,17 @@
 """Read the live cluster into the snapshot the planners take (`cloudzones.workloads.outage`'s shape).
 
 Read-only and paged: nodes and PersistentVolumes cluster-wide; pods, claims and StatefulSets in one
-namespace or all; FoundationDBClusters and LokiStacks through the dynamic API, each skipped with a
-note when its CRD is not installed. Pods are reduced on arrival to what the planners read, so that 150,000 of them
-stay a few hundred MB rather than several GB.
+namespace or all; FoundationDBClusters, LokiStacks and Longhorn's volumes, replicas, nodes and settings
+through the dynamic API, each skipped with a note when its CRD is not installed. Pods are reduced on
+arrival to what the planners read, so that 150,000 of them stay a few hundred MB rather than several GB.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from cloudzones import errors, kube
+from cloudzones.workloads import compact
 
 #: The custom resources `cloudzones plan` reads one of, by kind: (group, version, plural).
 WORKLOADS = {"LokiStack": ("loki.grafana.com", "v1", "lokistacks"),
@@ -19,20 +19,11 @@ WORKLOADS = {"LokiStack": ("loki.grafana.com", "v1", "lokistacks"),
 
 #: Custom resources the planners read: snapshot key → (group, version, plural, kind).
 CUSTOM = {"foundationDBClusters": ("apps.foundationdb.org", "v1beta2", "foundationdbclusters", "FoundationDBCluster"),
-          "lokiStacks": ("loki.grafana.com", "v1", "lokistacks", "LokiStack")}
-_POD_META = ("name", "namespace", "labels", "annotations", "ownerReferences", "deletionTimestamp", "uid")
-
-
-def project_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """What the planners read of a pod: identity and owners, node, claims, requests, phase and IPs."""
-    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
-    containers = [{"name": c.get("name"), "resources": {"requests": (c.get("resources") or {}).get("requests") or {}}}
-                  for c in spec.get("containers") or []]
-    volumes = [v for v in spec.get("volumes") or [] if "persistentVolumeClaim" in v]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {k: meta[k] for k in _POD_META if k in meta},
-            "spec": {"nodeName": spec.get("nodeName"), "containers": containers, "volumes": volumes},
-            "status": {k: status[k] for k in ("phase", "podIP", "podIPs", "conditions") if k in status}}
+          "lokiStacks": ("loki.grafana.com", "v1", "lokistacks", "LokiStack"),
+          "longhornVolumes": ("longhorn.io", "v1beta2", "volumes", "Volume"),
+          "longhornReplicas": ("longhorn.io", "v1beta2", "replicas", "Replica"),
+          "longhornNodes": ("longhorn.io", "v1beta2", "nodes", "Node"),
+          "longhornSettings": ("longhorn.io", "v1beta2", "settings", "Setting")}
 
 
 def read(client: kube.KubeClient, *, namespace: str | None = None,
@@ -40,8 +31,9 @@ def read(client: kube.KubeClient, *, namespace: str | None = None,
     """The snapshot of the cluster (``namespace`` None: all namespaces) and notes on what was skipped."""
     notes: list[str] = []
     pods: list[dict[str, Any]] = []
+    compactor = compact.PodCompactor()  # what the report reads of each pod, repeated parts kept once
     for page in client.list_pages(kube.PODS, namespace=namespace, page_size=page_size):
-        pods.extend(project_pod(p) for p in page.get("items") or [])
+        pods.extend(compactor(p, f"pod {(p.get('metadata') or {}).get('name')}") for p in page.get("items") or [])
     snapshot: dict[str, list[dict[str, Any]]] = {
         "nodes": _items(client, kube.NODES, None, page_size),
         "pods": pods,
@@ -54,6 +46,12 @@ def read(client: kube.KubeClient, *, namespace: str | None = None,
             found = client.list_custom(group, version, plural, namespace=namespace, page_size=page_size)
         except errors.KubeNotFound:
             notes.append(f"{kind} ({plural}.{group}/{version}) is not installed in this cluster: skipped")
+            found = []
+        except errors.KubeApiError as exc:
+            if exc.status != 403:
+                raise
+            # An optional input: a reader without the right still gets the rest of the report.
+            notes.append(f"{kind} ({plural}.{group}/{version}): not allowed to list them: skipped")
             found = []
         snapshot[key] = [{"apiVersion": f"{group}/{version}", "kind": kind, **o} for o in found]
     return snapshot, notes

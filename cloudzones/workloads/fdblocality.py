@@ -140,6 +140,49 @@ def prefixed(values: Mapping[str, str]) -> dict[str, str]:
     return {PREFIX + k: values[k] for k in sorted(values)}
 
 
+#: The operator's defaults for ``spec.labels.processClassLabels`` and ``processGroupIDLabels`` (first found wins).
+CLASS_LABELS = ("fdb-process-class", "foundationdb.org/fdb-process-class")
+GROUP_ID_LABELS = ("fdb-instance-id", "foundationdb.org/fdb-process-group-id")
+CLUSTER_NAME_LABEL = "foundationdb.org/fdb-cluster-name"
+
+
+def processes_from_pods(cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``processes`` entries of a FoundationDBCluster's running pods, as the operator labels them.
+
+    A pod belongs to the cluster when it is in its namespace and carries ``spec.labels.matchLabels``
+    (default: ``foundationdb.org/fdb-cluster-name: <name>``); its class and process-group id come from
+    the first of ``spec.labels.processClassLabels`` / ``processGroupIDLabels`` it has (the operator's
+    defaults otherwise); its env from its containers' literal ``env`` values. Pods without a class are left out.
+    """
+    spec = _map(cluster.get("spec"))
+    options = _map(spec.get("labels"))
+    match = dict(_map(options.get("matchLabels"))) or {CLUSTER_NAME_LABEL: m.name_of(cluster)}
+    class_labels = _label_names(options.get("processClassLabels"), CLASS_LABELS)
+    id_labels = _label_names(options.get("processGroupIDLabels"), GROUP_ID_LABELS)
+    namespace = m.namespace_of(cluster)
+    result = []
+    for pod in pods:
+        pod_labels = (pod.get("metadata") or {}).get("labels") or {}
+        if m.namespace_of(pod) != namespace or any(pod_labels.get(k) != v for k, v in match.items()):
+            continue
+        cls = next((str(pod_labels[k]) for k in class_labels if pod_labels.get(k)), "")
+        if not cls:
+            continue
+        env = {str(e.get("name")): str(e.get("value")) for c in (pod.get("spec") or {}).get("containers") or []
+               for e in (c or {}).get("env") or [] if isinstance(e, Mapping) and e.get("value") is not None}
+        result.append({"id": next((str(pod_labels[k]) for k in id_labels if pod_labels.get(k)), m.name_of(pod)),
+                       "processClass": cls, "node": str((pod.get("spec") or {}).get("nodeName") or ""), "env": env})
+    return result
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _label_names(raw: Any, default: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(str(x) for x in raw) if isinstance(raw, list) and raw else default
+
+
 def _text(value: Any) -> str | None:
     if value is None:
         return None

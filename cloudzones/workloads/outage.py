@@ -41,7 +41,11 @@ FDB_CLUSTER_LABEL = q.FDB_CLUSTER_LABEL
 REPLICATION_FACTOR_ANNOTATION = q.REPLICATION_FACTOR_ANNOTATION
 WorkloadImpact = q.WorkloadImpact
 SNAPSHOT_KEYS = ("nodes", "pods", "persistentVolumeClaims", "persistentVolumes", "foundationDBClusters",
-                 "statefulSets", "lokiStacks")
+                 "statefulSets", "lokiStacks", "longhornVolumes", "longhornReplicas", "longhornNodes",
+                 "longhornSettings")
+#: Longhorn's kinds (``longhorn.io`` API group) → snapshot key: its ``Node`` is not Kubernetes' one.
+LONGHORN_KINDS = {"Volume": "longhornVolumes", "Replica": "longhornReplicas", "Node": "longhornNodes",
+                  "Setting": "longhornSettings"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,28 +107,42 @@ class OutageReport:
             "findings": f.as_dicts(self.findings), "ok": self.ok})
 
 
-def snapshot_from_documents(documents: Sequence[Any]) -> dict[str, list[Mapping[str, Any]]]:
-    """Sort manifests (or a snapshot mapping, or ``List``s) into the snapshot keys by ``kind``."""
+def snapshot_from_documents(documents: Sequence[Any], *, checked: bool = False) -> dict[str, list[Mapping[str, Any]]]:
+    """Sort manifests (or a snapshot mapping, or ``List``s) into the snapshot keys by ``kind``.
+
+    ``checked``: the documents come from `documents.load_streamed` with `compact.SnapshotItems`, which
+    shape-checked a top-level single mapping's lists and the items of a top-level ``List`` or list as
+    it read them; those are not checked again (anything nested deeper is checked here).
+    """
     kinds = {"Node": "nodes", "Pod": "pods", "PersistentVolumeClaim": "persistentVolumeClaims",
              "PersistentVolume": "persistentVolumes", "FoundationDBCluster": "foundationDBClusters",
              "StatefulSet": "statefulSets", "LokiStack": "lokiStacks"}
     result: dict[str, list[Mapping[str, Any]]] = {key: [] for key in SNAPSHOT_KEYS}
-    pending = list(documents)
+    # A stack, last item on top: a 150,000-item List is taken in order without shifting the rest each time.
+    pending: list[tuple[Any, int]] = [(doc, 0) for doc in reversed(documents)]
     while pending:
-        doc = pending.pop(0)
+        doc, level = pending.pop()
+        if isinstance(doc, list):  # a document that is a bare list of manifests
+            pending.extend((item, level + 1) for item in reversed(doc))
+            continue
         if not isinstance(doc, Mapping):
             raise f.invalid("snapshot", f"expected manifests, found {doc!r:.60}")
+        if checked and level > 1 and "kind" in doc:
+            shapes.check_manifest(doc)
         if "items" in doc:
-            pending[:0] = m.sequence(doc.get("items"), "items")
+            pending.extend((item, level + 1) for item in reversed(m.sequence(doc.get("items"), "items")))
+        elif str(doc.get("apiVersion", "")).startswith("longhorn.io/") and doc.get("kind") in LONGHORN_KINDS:
+            result[LONGHORN_KINDS[doc["kind"]]].append(doc)
         elif isinstance(doc.get("kind"), str) and doc["kind"] in kinds:  # a kind may be any YAML value
             result[kinds[doc["kind"]]].append(doc)
         elif any(key in doc for key in SNAPSHOT_KEYS) and "kind" not in doc:
-            m.shaped(doc, shapes.SNAPSHOT)
+            if not checked or level > 0:
+                m.shaped(doc, shapes.SNAPSHOT)
             for key in SNAPSHOT_KEYS:
                 result[key].extend(m.sequence(doc.get(key), key))
         else:
             raise f.invalid("snapshot", f"unexpected manifest kind {doc.get('kind')!r} in the snapshot; "
-                            f"expected {', '.join(kinds)}")
+                            f"expected {', '.join(kinds)} or Longhorn's {', '.join(LONGHORN_KINDS)}")
     return result
 
 

@@ -8,20 +8,21 @@ zone does to each workload. A cell says the worst of: ``ok`` (no member there), 
 (keeps serving), ``stranded`` (a lost pod's zonal volume keeps it from starting elsewhere),
 ``unavailable`` (every replica lost) and ``quorum-lost``. Findings are the warnings and errors of
 every zone's what-if, each message saying which zone's loss it is about, and those of the
-replication planner for every LokiStack in the snapshot.
+planners for what else the snapshot holds: the replication planner for every LokiStack, coordinator
+selection for every FoundationDBCluster, and data locality for Longhorn's volumes (per namespace).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cloudzones import errors, labels, quantity
 from cloudzones.workloads import _manifests as m
+from cloudzones.workloads import coordinators, fdblocality, locality, outage, replication
 from cloudzones.workloads import findings as f
-from cloudzones.workloads import outage, replication
 from cloudzones.workloads import quorum as q
 
 #: Zone-loss verdicts for one workload, mildest first (a cell shows the worst that applies).
@@ -108,22 +109,50 @@ def build(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], *, zone_key: str 
     # Warnings and errors of every zone's what-if, said with their zone (the cells already show the mild ones).
     found = [dataclasses.replace(finding, message=f"if {report.zone} is lost: {finding.message}")
              for report in outages for finding in report.findings if finding.severity is not f.Severity.INFO]
-    found += _loki_findings(snapshot.get("lokiStacks") or [], nodes)
+    found += _planner_findings(snapshot, nodes, pods)
     return ClusterReport(tuple(rows), tuple(workloads), outages, tuple(found))
 
 
-def _loki_findings(stacks: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]]) -> list[f.Finding]:
-    """The replication planner's warnings and errors for every LokiStack, each naming its stack."""
+def _planner_findings(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], nodes: Sequence[Mapping[str, Any]],
+                      pods: Sequence[Mapping[str, Any]]) -> list[f.Finding]:
+    """The Loki, FoundationDB and Longhorn planners' warnings and errors, each message naming what it is about."""
     found: list[f.Finding] = []
-    for stack in stacks:
-        where = f"LokiStack {m.namespace_of(stack)}/{m.name_of(stack)}"
-        try:
-            items: Sequence[f.Finding] = replication.plan(stack, nodes).findings
-        except errors.InvalidWorkloadSpec as exc:
-            items = exc.findings
-        found += [dataclasses.replace(item, message=f"{where}: {item.message}") for item in items
-                  if item.severity is not f.Severity.INFO]
+    for stack in snapshot.get("lokiStacks") or []:
+        found += _named(f"LokiStack {m.namespace_of(stack)}/{m.name_of(stack)}", replication.plan, stack, nodes)
+    for cluster in snapshot.get("foundationDBClusters") or []:
+        # Coordinators are chosen from the cluster's running pods; without any, from its processCounts placed
+        # as the operator would; with neither (nothing deployed yet), there is nothing to plan.
+        processes = fdblocality.processes_from_pods(cluster, pods) if cluster.get("processes") is None else None
+        subject = {**cluster, "processes": processes} if processes else cluster
+        if subject.get("processes") is not None or (cluster.get("spec") or {}).get("processCounts"):
+            found += _named(f"FoundationDBCluster {m.namespace_of(cluster)}/{m.name_of(cluster)}",
+                            coordinators.plan, subject, nodes)
+    # Longhorn's volumes, replicas, nodes and settings belong together per namespace (its install's).
+    parts: dict[str, dict[str, Any]] = collections.defaultdict(
+        lambda: {"volumes": [], "replicas": [], "nodes": [], "settings": {}})
+    for key, part in (("longhornVolumes", "volumes"), ("longhornReplicas", "replicas"), ("longhornNodes", "nodes")):
+        for item in snapshot.get(key) or []:
+            parts[m.namespace_of(item)][part].append(item)
+    for setting in snapshot.get("longhornSettings") or []:
+        parts[m.namespace_of(setting)]["settings"][m.name_of(setting)] = setting.get("value")
+    for namespace in sorted(parts):
+        if parts[namespace]["volumes"]:
+            found += _named(f"Longhorn in {namespace}", _locality_plan, parts[namespace], nodes)
     return found
+
+
+def _locality_plan(part: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> locality.LocalityPlan:
+    return locality.plan(part["volumes"], part["replicas"], part["nodes"], settings=part["settings"], kube_nodes=nodes)
+
+
+def _named(where: str, planner: Callable[..., Any], *args: Any) -> list[f.Finding]:
+    """A planner's warnings and errors (a malformed input's included), each message prefixed with ``where``."""
+    try:
+        items: Sequence[f.Finding] = planner(*args).findings
+    except errors.InvalidWorkloadSpec as exc:
+        items = exc.findings
+    return [dataclasses.replace(item, message=f"{where}: {item.message}") for item in items
+            if item.severity is not f.Severity.INFO]
 
 
 def _zone_rows(columns: Sequence[str], nodes: Sequence[Mapping[str, Any]], zone_of: Mapping[str, str],
