@@ -255,6 +255,6 @@ class TestPlannerFindings:
 def fdb_pod(name: str, node_name: str, process_class: str, index: int) -> dict[str, Any]:
     """A running FoundationDB pod as the operator labels it."""
     return {"kind": "Pod", "metadata": {"name": name, "namespace": "db", "labels": {
-        "foundationdb.org/fdb-cluster-name": name.split("-")[0], "foundationdb.org/fdb-process-class": process_class,
+        "foundationdb.org/fdb-cluster-name": name.split("-", maxsplit=1)[0], "foundationdb.org/fdb-process-class": process_class,
         "foundationdb.org/fdb-process-group-id": f"{process_class}-{index}"}},
         "spec": {"nodeName": node_name, "containers": [{"name": "foundationdb"}]}, "status": {"phase": "Running"}}
