@@ -98,7 +98,8 @@ def main() -> None:
     size = path.stat().st_size / 2**20
     parse_s, parse_mb = fresh(["-c", f"from cloudzones import documents; documents.load_one({str(path)!r})"])
     read_s, read_mb = fresh(["-c", "from cloudzones import documents; from cloudzones.workloads import compact; "
-                             f"documents.load_streamed({str(path)!r}, each=compact.SnapshotItems(), check_depth=False)"])
+                             f"documents.load_streamed({str(path)!r}, each=compact.SnapshotItems(), "
+                             "check_depth=False)"])
     report_s, report_mb = fresh(["-m", "cloudzones.cli", "report", "-f", str(path), "-o", "json"])
     print(f"snapshot: {args.nodes} nodes, {args.pods} pods, {size:.0f} MB of JSON")
     print(f"parse alone: {parse_s:.2f} s, peak {parse_mb:.0f} MB (the whole file at once, as load_one reads it)")

@@ -162,7 +162,7 @@ def main() -> None:
     parser.add_argument("--reviews", type=int, default=5000, help="timed reviews per side and round")
     parser.add_argument("--clients", default="1,4,16",
                         help="comma-separated client counts (one keep-alive connection each); default 1,4,16")
-    parser.add_argument("--rounds", type=int, default=3, help="alternate no-op and review runs; medians compared")
+    parser.add_argument("--rounds", type=int, default=5, help="alternate no-op and review runs; medians compared")
     parser.add_argument("--open-loop-rate", type=float, default=1000.0,
                         help="reviews/s in all for the open-loop latency run at the largest client count (0: skip)")
     args = parser.parse_args()
