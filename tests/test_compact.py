@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cloudzones import documents, shapes
+from cloudzones import documents, errors, shapes
 from cloudzones.workloads import compact, outage, zonereport
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -126,6 +126,9 @@ class TestLoadStreamed:
          "items[0]: nested more than 64 levels deep"),
         ('{"kind": "List", "items": [{"kind": "Pod", "x": 123456789012345678901234567890}]}', None),
         ('{"kind": "List", "items": [', "not valid YAML or JSON"),
+        ('{"kind": "Pod", "metadata": {"name": 1}}', "metadata.name: expected a string"),
+        ('{"kind": "List", "items": [{"kind": "List", "items": [{"kind": "Node", "spec": 1}]}]}',
+         "spec: expected a mapping"),
     ])
     def test_errors(self, data: str, says: str | None, tmp_path: pathlib.Path) -> None:
         """One InputError naming the file and the place, as the whole read would (numbers past 64 bits: accepted)."""
@@ -135,10 +138,13 @@ class TestLoadStreamed:
             assert docs[0]["items"][0]["kind"] == "Pod"
             return
         for check_depth in (True, False):  # SnapshotItems bounds depth itself: the report reads without the walk
-            with pytest.raises(documents.InputError) as info:
-                documents.load_streamed(path, what="snapshot", each=compact.SnapshotItems(), check_depth=check_depth)
+            with pytest.raises(errors.ConfigError) as info:
+                outage.snapshot_from_documents(documents.load_streamed(
+                    path, what="snapshot", each=compact.SnapshotItems(), check_depth=check_depth), checked=True)
             text = str(info.value)
-            assert text.startswith(f"snapshot {path}: ") and says in text and "\n" not in text, text
+            assert says in text and "\n" not in text, text
+            # What the reader checks names the file; a document of its own is checked when sorted, by its path.
+            assert text.startswith(f"snapshot {path}: ") or not isinstance(info.value, documents.InputError)
 
     def test_other_values_kept(self, tmp_path: pathlib.Path) -> None:
         """A List's other fields and a mapping's non-list values are decoded whole, not streamed."""

@@ -127,7 +127,7 @@ def snapshot_from_documents(documents: Sequence[Any], *, checked: bool = False) 
             continue
         if not isinstance(doc, Mapping):
             raise f.invalid("snapshot", f"expected manifests, found {doc!r:.60}")
-        if checked and level > 1 and "kind" in doc:
+        if checked and level != 1 and "kind" in doc:  # a document of its own, or nested: not seen by the reader
             shapes.check_manifest(doc)
         if "items" in doc:
             pending.extend((item, level + 1) for item in reversed(m.sequence(doc.get("items"), "items")))
