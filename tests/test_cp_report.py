@@ -1,11 +1,14 @@
 """`cloudzones report` against the real kube-apiserver: the live answer equals the answer from a kubectl dump.
 
 Objects of this module (nodes labelled with three zones, a StatefulSet the real scheduler places, a
-zonal PV, a FoundationDBCluster and Longhorn's volumes, replicas, nodes and settings under CRDs installed for
-the test, tests/data/foundationdb-crd.yaml and longhorn-crds.yaml) are created through the API. ``cloudzones report`` then reads the cluster live, and again from what
-``kubectl get -o json`` printed of the same objects: both JSON answers must be identical (the live
-path reduces pods as they arrive, so this also proves the reduction keeps everything the report
-reads). A CRD that is not installed (LokiStack's, here) is skipped with a note.
+zonal PV, and under the three operators' CRDs installed for the test — tests/data/foundationdb-crd.yaml,
+loki-crd.yaml, longhorn-crds.yaml — a FoundationDBCluster, a LokiStack and Longhorn's volumes, replicas,
+nodes and settings) are created through the API. ``cloudzones report`` then reads the cluster live, and
+again from what ``kubectl get -o json`` printed of the same objects: both JSON answers must be identical
+(the live path compacts pods as they arrive, so this also proves the compaction keeps everything the
+report reads), and the planners' findings for all three operators are in it. As a service account bound
+to deploy/examples/report-reader.yaml the answer is the same; without Longhorn's rights, Longhorn is
+skipped with a note (a CRD that is not installed is skipped the same way: tests/test_zone_report.py).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from cloudzones.cli import main
 from cloudzones.testing.controlplane import ControlPlane
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CRDS = [ROOT / "tests" / "data" / name for name in ("foundationdb-crd.yaml", "longhorn-crds.yaml")]
+CRDS = [ROOT / "tests" / "data" / name for name in ("foundationdb-crd.yaml", "loki-crd.yaml", "longhorn-crds.yaml")]
 LONGHORN = ("volumes", "replicas", "nodes", "settings")
 READER = ROOT / "deploy" / "examples" / "report-reader.yaml"
 SUFFIX = uuid.uuid4().hex[:6]
@@ -60,8 +63,8 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     for crd in CRDS:
         cp.kubectl("apply", "-f", str(crd))
     cp.kubectl("wait", "--for=condition=Established", "--timeout=30s", "crd/foundationdbclusters.apps.foundationdb.org",
-               *(f"crd/{plural}.longhorn.io" for plural in LONGHORN))
-    created = cp.kubectl("create", "-f", "-", input="\n".join(json.dumps(d) for d in longhorn_objects()), check=False)
+               "crd/lokistacks.loki.grafana.com", *(f"crd/{plural}.longhorn.io" for plural in LONGHORN))
+    created = cp.kubectl("create", "-f", "-", input="\n".join(json.dumps(d) for d in operator_objects()), check=False)
     assert created.returncode == 0, created.stderr
     try:
         yield cp
@@ -76,11 +79,14 @@ def cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
             cp.client.delete(kube.NODES, name)
 
 
-def longhorn_objects() -> list[dict[str, Any]]:
-    """fixtures/plans/longhorn-volumes.yaml's volumes, replicas, nodes and settings, in our namespace."""
-    source = yaml.safe_load((ROOT / "fixtures" / "plans" / "longhorn-volumes.yaml").read_text(encoding="utf-8"))
+def operator_objects() -> list[dict[str, Any]]:
+    """fixtures/plans/longhorn-volumes.yaml's volumes, replicas, nodes and settings and the LokiStack of
+    loki-factor-too-high.yaml, in our namespace."""
+    plans = ROOT / "fixtures" / "plans"
+    source = yaml.safe_load((plans / "longhorn-volumes.yaml").read_text(encoding="utf-8"))
+    stack = yaml.safe_load((plans / "loki-factor-too-high.yaml").read_text(encoding="utf-8"))
     docs = [{**obj, "metadata": {**obj["metadata"], "namespace": NAMESPACE}}
-            for key in ("volumes", "replicas", "nodes") for obj in source[key]]
+            for obj in (*source["volumes"], *source["replicas"], *source["nodes"], stack)]
     return docs + [{"apiVersion": "longhorn.io/v1beta2", "kind": "Setting",
                     "metadata": {"name": name, "namespace": NAMESPACE}, "value": value}
                    for name, value in source["settings"].items()]
@@ -122,7 +128,8 @@ class TestLiveEqualsSnapshot:
             "apiVersion": "apps.foundationdb.org/v1beta2", "kind": "FoundationDBCluster",
             "metadata": {"name": "fdb"}, "spec": {"version": "7.3.43", "processCounts": {"storage": 3}},
             "status": {"connectionString": f"fdb:abc@{first['metadata']['name']}.zk:4501"}})
-        kinds = ",".join(["nodes,pods,persistentvolumeclaims,persistentvolumes,statefulsets,foundationdbclusters",
+        kinds = ",".join(["nodes,pods,persistentvolumeclaims,persistentvolumes,statefulsets,foundationdbclusters,"
+                          "lokistacks",
                           *(f"{plural}.longhorn.io" for plural in LONGHORN)])
         # The cluster is shared: another module's namespace may still be emptying. Compare only when a dump
         # before and a dump after the live read agree, i.e. nothing changed around it.
@@ -136,7 +143,7 @@ class TestLiveEqualsSnapshot:
                 break
         else:
             pytest.fail("the cluster kept changing around the live read (5 attempts)")
-        assert "FoundationDBCluster (foundationdbclusters" not in notes  # its CRD is installed: read, not skipped
+        assert "skipped" not in notes, notes  # every CRD is installed and readable: read, not skipped
         assert live == before
         zones = {z["zone"]: z for z in live["zones"]}
         assert set(ZONES) <= set(zones) and f"czr-{SUFFIX}-pv" in zones["eastus-2"]["pinnedVolumes"]
@@ -146,6 +153,10 @@ class TestLiveEqualsSnapshot:
         longhorn = {f["subject"]: f["severity"] for f in live["findings"]
                     if f["message"].startswith(f"Longhorn in {NAMESPACE}: ")}
         assert longhorn == {"pvc-no-fitting-disk": "warning", "pvc-strict-3": "error", "pvc-unknown-mode": "error"}
+        assert any(f["severity"] == "error" and f["message"].startswith(f"LokiStack {NAMESPACE}/logs: ")
+                   for f in live["findings"]), live["findings"]
+        assert any(f["message"].startswith(f"FoundationDBCluster {NAMESPACE}/fdb: ") for f in live["findings"]), \
+            live["findings"]
 
     def test_namespace_scope(self, cluster: ControlPlane, capsys: pytest.CaptureFixture[str]) -> None:
         """-n reads that namespace's pods only (nodes stay cluster-wide)."""
