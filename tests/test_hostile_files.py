@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import pathlib
 import tempfile
@@ -38,6 +39,7 @@ COMMANDS: list[list[str]] = [
     ["plan", "coordinators", "-f", "FILE", "--nodes", NODES],
     ["plan", "locality", "-f", "FILE"],
     ["plan", "outage", "--zone", "eastus-1", "-f", "FILE"],
+    ["report", "-f", "FILE"],
     ["lb", "plan", "--nodes", "FILE"],
     ["zone", "--imds-document", "FILE"],
     ["simulate", "FILE"],
@@ -111,3 +113,26 @@ class TestAnyManifest:
     def test_manifests(self, argv: list[str], items: list[Any]) -> None:
         """Whatever the fields, a clean exit."""
         run(argv, yaml.safe_dump_all(items).encode())
+
+
+SNAPSHOT_COMMANDS = [argv for argv in COMMANDS if argv[0] == "report" or argv[:2] == ["plan", "outage"]]
+
+
+class TestAnyJsonSnapshot:
+    """The snapshot readers take JSON item by item (documents.load_streamed): the same hostile shapes as JSON."""
+
+    @pytest.mark.parametrize("argv", SNAPSHOT_COMMANDS, ids=lambda a: " ".join(a[:3]))
+    @settings(derandomize=SCALE is None, max_examples=SCALE or 60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(items=st.lists(manifests, min_size=1, max_size=3), form=st.sampled_from(["List", "mapping", "array"]))
+    def test_manifests(self, argv: list[str], items: list[Any], form: str) -> None:
+        """A kubectl List, the single-mapping form or a bare array of random manifests: a clean exit."""
+        document = {"List": {"apiVersion": "v1", "kind": "List", "items": items},
+                    "mapping": {"nodes": items[:1], "pods": items[1:]}, "array": items}[form]
+        run(argv, json.dumps(document).encode())
+
+    @pytest.mark.parametrize("argv", SNAPSHOT_COMMANDS, ids=lambda a: " ".join(a[:3]))
+    @settings(derandomize=SCALE is None, max_examples=SCALE or 40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(document=documents)
+    def test_shapes(self, argv: list[str], document: Any) -> None:
+        """Any JSON shape: a clean exit."""
+        run(argv, json.dumps(document).encode())

@@ -134,6 +134,9 @@ class SnapshotItems:
         self.pods = PodCompactor()
 
     def __call__(self, item: Any, place: str, list_key: str) -> Any:
+        if not isinstance(item, Mapping) and list_key in shapes.SNAPSHOT:
+            # null is "absent" for a field, but a list item must be there (as shapes.ListOf says).
+            raise shapes.ShapeError(f"{place}: expected a mapping, got {shapes.describe(item)}", path=place)
         listed = list_key in ("items", "")
         if list_key == "pods" or (listed and isinstance(item, Mapping) and item.get("kind") == "Pod"):
             return self.pods(item, place)
