@@ -1,12 +1,18 @@
 """Benchmark: webhook reviews per second and p50/p99 latency over real TLS, vs a no-op handler in the same server.
 
-Both sides are `cloudzones.services.webhook.server.serve` on loopback with a throwaway CA. The real side
+Both sides are `cloudzones.services.webhook.server.serve` on loopback with a throwaway CA. Two load
+generators, each measured on its own: ``python`` (threads of `http.client` in a child process) and
+``go`` (bench/loadgen: Go's net/http over keep-alive connections, as the API server's webhook client;
+built once into ~/.cache/cloudzones/loadgen). The Python one costs more CPU per request than the
+server (~180-260 us vs ~110-160 us), so on 2 cores it is the bottleneck at 16 clients; the Go one
+(~30 us) leaves the server as the bottleneck, which is what an API server sees. The real side
 answers with `cloudzones.services.webhook.review.review` (``labels_for_volume`` returns fixed labels, so
-no ARM call is measured); the baseline's ``review_fn`` returns a constant allowed AdmissionReview
-without reading the body. The load comes from another process (so that it does not share the
-server's GIL): client threads, each on one keep-alive `http.client.HTTPSConnection`, POST the
-fixture ``fixtures/admission/pv-create-azuredisk.json`` back to back (a closed loop). Latency is
-measured by the client, from sending a request to having read its whole answer.
+no ARM call is measured); a third side ("service") runs that lookup through `budget.Budgeted` as
+``cloudzones webhook`` does (a hop to its pool thread per review); the baseline's ``review_fn`` returns
+a constant allowed AdmissionReview without reading the body. The load comes from another process (so
+that it does not share the server's GIL): each connection POSTs the fixture
+``fixtures/admission/pv-create-azuredisk.json`` back to back over keep-alive (a closed loop). Latency
+is measured by the client, from sending a request to having read its whole answer.
 
 Each client count (default 1, 4 and 16 connections) is measured on its own; the server's CPU per
 review (process time of the server process over answered reviews) is printed beside throughput, so
@@ -20,18 +26,24 @@ its own schedule, latency counted from the scheduled send time).
 
 Goals: throughput review / no-op >= 0.9 at 1, 4 and 16 clients; p99 < 5 ms at 16 clients on loopback.
 
-Run:  PYTHONPATH=. python bench/webhook.py [--reviews 5000] [--clients 1,4,16] [--rounds 3]
+Run:  PYTHONPATH=. python bench/webhook.py [--reviews 5000] [--clients 1,4,16] [--rounds 5]
+      [--load-generators python,go]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
+import json
 import multiprocessing
 import multiprocessing.connection
+import os
 import pathlib
+import shutil
 import ssl
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -39,10 +51,11 @@ from collections.abc import Callable
 from typing import Any
 
 from cloudzones import labels
-from cloudzones.services.webhook import review, server
+from cloudzones.services.webhook import budget, review, server
 from cloudzones.testing.tls import make_tls_files
 
 FIXTURE = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "admission" / "pv-create-azuredisk.json"
+LOADGEN = pathlib.Path(__file__).resolve().parent / "loadgen"
 LABELS = {labels.REGION: "eastus", labels.ZONE: "eastus-2", labels.BETA_REGION: "eastus",
           labels.BETA_ZONE: "eastus-2"}
 NOOP_ANSWER = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -123,6 +136,14 @@ def real_review(body: bytes) -> dict[str, Any]:
     return review.review(body, labels_for_volume=lambda pv: LABELS)
 
 
+_BUDGETED = budget.Budgeted(lambda pv: LABELS, seconds=3.0)
+
+
+def service_review(body: bytes) -> dict[str, Any]:
+    """The review as `cloudzones webhook` wires it: the disk lookup through `budget.Budgeted`'s thread pool."""
+    return review.review(body, labels_for_volume=_BUDGETED)
+
+
 def noop_review(body: bytes) -> dict[str, Any]:
     """Allowed, without looking at the body."""
     return NOOP_ANSWER
@@ -134,15 +155,53 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
 
 
-def measure(name: str, review_fn: Callable[[bytes], dict[str, Any]], client: multiprocessing.connection.Connection,
-            *, tls: Any, body: bytes, total: int, threads: int, rate: float = 0.0) -> dict[str, float]:
+Load = Callable[[int, int, float], tuple[float, list[float], list[str]]]
+"""``load(port, connections, rate)``: (seconds, latencies, failures) of one timed run."""
+
+
+def python_load(client: multiprocessing.connection.Connection, *, tls: Any, body: bytes, total: int) -> Load:
+    """The Python load generator: threads of `http.client`, in the child process behind ``client``."""
+    def load(port: int, threads: int, rate: float) -> tuple[float, list[float], list[str]]:
+        client.send((port, str(tls.ca_file), body, total, threads, rate))
+        result: tuple[float, list[float], list[str]] = client.recv()
+        return result
+    return load
+
+
+def go_load(binary: pathlib.Path, *, tls: Any, total: int) -> Load:
+    """The Go load generator (bench/loadgen: net/http, as the API server's webhook client), one process a run."""
+    def load(port: int, connections: int, rate: float) -> tuple[float, list[float], list[str]]:
+        answer = subprocess.run([str(binary), "-url", f"https://127.0.0.1:{port}/mutate-pv?timeout=10s",  # noqa: S603
+                                 "-ca", str(tls.ca_file), "-body", str(FIXTURE), "-n", str(total),
+                                 "-c", str(connections), "-rate", str(rate), "-warmup", str(WARMUP)],
+                                capture_output=True, text=True, check=False, timeout=600)
+        if answer.returncode != 0:
+            raise SystemExit(f"loadgen: exit {answer.returncode}: {answer.stderr[-500:]}")
+        data = json.loads(answer.stdout)
+        return data["seconds"], data["latencies"], data["failures"]
+    return load
+
+
+def build_go_load() -> pathlib.Path:
+    """bench/loadgen built once per source version into the user's cache (stdlib only: no module download)."""
+    digest = hashlib.sha256((LOADGEN / "main.go").read_bytes() + (LOADGEN / "go.mod").read_bytes()).hexdigest()[:16]
+    binary = pathlib.Path(os.environ.get("XDG_CACHE_HOME", pathlib.Path.home() / ".cache")) / "cloudzones" / \
+        "loadgen" / digest / "loadgen"
+    if not binary.exists():
+        if shutil.which("go") is None:
+            raise SystemExit("the go load generator needs Go (https://go.dev/dl/); or pass --load-generators python")
+        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=LOADGEN, check=True)  # noqa: S603, S607
+    return binary
+
+
+def measure(name: str, review_fn: Callable[[bytes], dict[str, Any]], load: Load, *, tls: Any, threads: int,
+            rate: float = 0.0) -> dict[str, float]:
     """One timed run against a fresh server; its throughput, latencies and server CPU per review."""
     srv = server.serve(host="127.0.0.1", port=0, cert_file=str(tls.cert_file), key_file=str(tls.key_file),
                        review_fn=review_fn)
     try:
         cpu = time.process_time()
-        client.send((srv.server_address[1], str(tls.ca_file), body, total, threads, rate))
-        seconds, latencies, failures = client.recv()
+        seconds, latencies, failures = load(srv.server_address[1], threads, rate)
         cpu = time.process_time() - cpu
         samples = {(s.name, s.labels.get("le", "")): s.value for m in srv.metrics.registry.collect() for s in m.samples}
     finally:
@@ -165,6 +224,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternate no-op and review runs; medians compared")
     parser.add_argument("--open-loop-rate", type=float, default=1000.0,
                         help="reviews/s in all for the open-loop latency run at the largest client count (0: skip)")
+    parser.add_argument("--load-generators", default="python,go",
+                        help="python (http.client threads in a child process), go (bench/loadgen: net/http, as the "
+                             "API server's webhook client), or both (default)")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
 
@@ -176,34 +238,41 @@ def main() -> None:
     client, child = context.Pipe()
     process = context.Process(target=_client_process, args=(child,), name="load", daemon=True)
     process.start()
-    print(f"{args.reviews} reviews per run (load from a child process), body {len(body)} B, {args.rounds} rounds")
+    loads = {"python": python_load(client, tls=tls, body=body, total=args.reviews)}
+    if "go" in args.load_generators.split(","):
+        loads["go"] = go_load(build_go_load(), tls=tls, total=args.reviews)
+    loads = {name: loads[name] for name in args.load_generators.split(",")}
+    print(f"{args.reviews} reviews per run (load from another process), body {len(body)} B, {args.rounds} rounds")
     verdicts = []
     try:
-        for threads in counts:
-            runs: dict[str, list[dict[str, float]]] = {"no-op": [], "review": []}
-            for _ in range(args.rounds):
-                for name, fn in (("no-op", noop_review), ("review", real_review)):
-                    runs[name].append(measure(name, fn, client, tls=tls, body=body, total=args.reviews,
-                                              threads=threads))
-            medians = {name: {key: statistics.median(r[key] for r in results) for key in results[0]}
-                       for name, results in runs.items()}
-            for name, m in medians.items():
-                print(f"{threads:2d} clients {name:7s}: {m['rps']:6.0f} reviews/s  p50 {m['p50'] * 1000:5.2f} ms  "
-                      f"p99 {m['p99'] * 1000:5.2f} ms  max {m['max'] * 1000:6.2f} ms  "
-                      f"server CPU {m['cpu_per_review'] * 1e6:4.0f} us/review; in the server (read to answer): "
-                      f"{m['server_under_2_5ms']:.1%} under 2.5 ms, {m['server_under_5ms']:.1%} under 5 ms")
-            ratio = medians["review"]["rps"] / medians["no-op"]["rps"]
-            cpu = medians["review"]["cpu_per_review"] / medians["no-op"]["cpu_per_review"]
-            p99 = medians["review"]["p99"]
-            verdicts.append(f"{threads:2d} clients: review / no-op {ratio:.2f} (goal >= 0.9), server CPU per review "
-                            f"{cpu:.2f}x the no-op's, review p99 {p99 * 1000:.2f} ms"
-                            + (" (goal < 5 ms)" if threads == max(counts) else ""))
-        if args.open_loop_rate:
-            paced = measure("review", real_review, client, tls=tls, body=body, total=args.reviews,
-                            threads=max(counts), rate=args.open_loop_rate)
-            verdicts.append(f"{max(counts):2d} clients, open loop at {args.open_loop_rate:.0f} reviews/s: review p50 "
-                            f"{paced['p50'] * 1000:.2f} ms, p99 {paced['p99'] * 1000:.2f} ms (goal < 5 ms), "
-                            f"max {paced['max'] * 1000:.2f} ms")
+        for generator, load in loads.items():
+            for threads in counts:
+                runs: dict[str, list[dict[str, float]]] = {"no-op": [], "review": [], "service": []}
+                for _ in range(args.rounds):
+                    for name, fn in (("no-op", noop_review), ("review", real_review), ("service", service_review)):
+                        runs[name].append(measure(name, fn, load, tls=tls, threads=threads))
+                medians = {name: {key: statistics.median(r[key] for r in results) for key in results[0]}
+                           for name, results in runs.items()}
+                for name, m in medians.items():
+                    print(f"{generator:6s} {threads:2d} clients {name:7s}: {m['rps']:6.0f} reviews/s  "
+                          f"p50 {m['p50'] * 1000:5.2f} ms  p99 {m['p99'] * 1000:5.2f} ms  "
+                          f"max {m['max'] * 1000:6.2f} ms  "
+                          f"server CPU {m['cpu_per_review'] * 1e6:4.0f} us/review; in the server (read to answer): "
+                          f"{m['server_under_2_5ms']:.1%} under 2.5 ms, {m['server_under_5ms']:.1%} under 5 ms")
+                ratio = medians["review"]["rps"] / medians["no-op"]["rps"]
+                cpu = medians["review"]["cpu_per_review"] / medians["no-op"]["cpu_per_review"]
+                p99 = medians["review"]["p99"]
+                service = medians["service"]["rps"] / medians["no-op"]["rps"]
+                verdicts.append(f"{generator:6s} {threads:2d} clients: review / no-op {ratio:.2f} (goal >= 0.9), "
+                                f"server CPU per review {cpu:.2f}x the no-op's, review p99 {p99 * 1000:.2f} ms"
+                                + (" (goal < 5 ms)" if threads == max(counts) else "")
+                                + f"; as the service runs it (lookup through the budget's pool) {service:.2f}, "
+                                f"p99 {medians['service']['p99'] * 1000:.2f} ms")
+            if args.open_loop_rate:
+                paced = measure("review", real_review, load, tls=tls, threads=max(counts), rate=args.open_loop_rate)
+                verdicts.append(f"{generator:6s} {max(counts):2d} clients, open loop at {args.open_loop_rate:.0f} "
+                                f"reviews/s: review p50 {paced['p50'] * 1000:.2f} ms, p99 {paced['p99'] * 1000:.2f} ms "
+                                f"(goal < 5 ms), max {paced['max'] * 1000:.2f} ms")
     finally:
         client.send(None)
         process.join(10)

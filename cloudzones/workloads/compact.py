@@ -3,11 +3,10 @@
 A snapshot of 150,000 pods parsed whole is ~700 MB of dicts, and most of it repeats: the pods of one
 ReplicaSet carry the same labels, owner reference and containers. `PodCompactor` checks each pod's
 shape, keeps only the fields the outage what-if, the zone report and the planners read (identity,
-labels, annotations, owners, node, claims, requests and literal env values, phase, conditions,
-IPs: `project_pod`) and
-stores each distinct labels map, annotation map, owner list, container list and claim list once,
-checking it once. The result is read-only: a shared part changed through one pod would change
-every pod that shares it.
+labels, annotations, owners, node, claims, requests and literal env values, phase, conditions, IPs:
+`project_pod`) and stores each distinct labels map, annotation map, owner list, container list and
+claim list once, checking it once. The result is read-only: a shared part changed through one pod
+would change every pod that shares it.
 
 Depth is bounded by construction: every kept field is a scalar or a fixed shape of scalars, so a
 projected pod is never nested more than five levels, whatever the input held in the fields left out.

@@ -1,0 +1,3 @@
+module cloudzones.dev/bench/loadgen
+
+go 1.22
