@@ -59,6 +59,14 @@ def is_availability_zone(zone_label: str, region: str) -> bool:
     return zone_id(zone_label, region) != ""
 
 
+def is_fault_domain(zone_label: str) -> bool:
+    """Whether a zone label value is an unzoned Azure VM's fault domain (``"0"``), never an availability zone.
+
+    Digits only: zones are ``<region>-<n>`` on Azure, ``us-east-1a`` on AWS, ``us-central1-a`` on GCP.
+    """
+    return zone_label.isascii() and zone_label.isdigit()
+
+
 @dataclasses.dataclass(frozen=True)
 class Topology:
     """A machine's place in the cloud, as Kubernetes topology labels see it."""

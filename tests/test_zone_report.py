@@ -71,6 +71,26 @@ class TestBuild:
         (web,) = report.workloads
         assert web.pods == {"eastus-1": 2, "eastus-2": 1, zonereport.NO_ZONE: 1} and web.skew == 1
 
+    def test_fault_domains_are_not_zones(self, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """An unzoned pool's nodes carry fault domains ("0", "1"): columns of kind faultDomain, said so in words."""
+        snap = {"nodes": [node("a", "eastus-1"), node("b", "eastus-2"), node("u0", "0"), node("u1", "1")],
+                "pods": [pod("p1", "a"), pod("p2", "u0", owner="db"), pod("p3", "u0", owner="db")]}
+        report = zonereport.build(snap)
+        assert {z.zone: z.kind for z in report.zones} == {"0": "faultDomain", "1": "faultDomain",
+                                                          "eastus-1": "zone", "eastus-2": "zone"}
+        assert [z["kind"] for z in report.as_dict()["zones"]] == ["faultDomain", "faultDomain", "zone", "zone"]
+        assert any(f.message.startswith("if fault domain 0 is lost: ") for f in report.findings), report.findings
+        assert not any(f.message.startswith("if 0 is lost") for f in report.findings)
+        path = tmp_path / "snap.yaml"
+        path.write_text(yaml.safe_dump_all([*snap["nodes"], *snap["pods"]]))
+        main(["report", "-f", str(path)])
+        out = capsys.readouterr().out
+        assert "fault domain 0" in out and "fault domain 1" in out
+        page = tmp_path / "zones.html"
+        main(["report", "-f", str(path), "--html", str(page), "-o", "json"])
+        capsys.readouterr()
+        assert ">fault domain 0</th>" in page.read_text() and "each zone or fault domain" in page.read_text()
+
     @pytest.mark.parametrize(("value", "problem"), [("12 cores", "is not a quantity"), ("1e99", "out of range"),
                                                     ("", "is not a quantity")])
     def test_bad_quantity_named(self, value: str, problem: str) -> None:

@@ -96,17 +96,21 @@ def run(args: argparse.Namespace) -> int:
 
 def text(result: Any) -> str:
     """The terminal form: zones, workloads by zone (pods and zone-loss verdict), findings."""
+    from cloudzones.workloads import zonereport
+
     zones = [z.zone for z in result.zones]
-    rows = [{"zone": z.zone, "nodes": f"{z.ready}/{z.nodes}", "cpu": f"{z.cpu_requested}m/{z.cpu_allocatable}m",
+    names = {z: zonereport.column_name(z) for z in zones}  # a fault domain is said to be one, never a zone
+    rows = [{"zone": names[z.zone], "nodes": f"{z.ready}/{z.nodes}", "cpu": f"{z.cpu_requested}m/{z.cpu_allocatable}m",
              "memory": f"{_mib(z.memory_requested)}/{_mib(z.memory_allocatable)}", "pods": z.pods,
              "pinned-pvs": len(z.volumes)} for z in result.zones]
     out = "ZONES (ready/nodes, requested/allocatable)\n" + output.table(
         rows, ["zone", "nodes", "cpu", "memory", "pods", "pinned-pvs"])
     workloads = [{"workload": w.workload, "skew": w.skew,
-                  **{z: f"{w.pods.get(z, 0)} {w.loss[z]}" if z in w.loss else str(w.pods.get(z, 0)) for z in zones}}
+                  **{names[z]: f"{w.pods.get(z, 0)} {w.loss[z]}" if z in w.loss else str(w.pods.get(z, 0))
+                     for z in zones}}
                  for w in result.workloads]
     out += "\nWORKLOADS (pods in the zone, and what losing it does)\n" + output.table(
-        workloads, ["workload", "skew", *zones])
+        workloads, ["workload", "skew", *names.values()])
     if result.findings:
         out += "\nFINDINGS\n" + output.table([f.as_dict() for f in result.findings],
                                              ["severity", "rule", "subject", "message"])

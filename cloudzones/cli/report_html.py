@@ -33,10 +33,11 @@ def render(report: zonereport.ClusterReport, *, title: str = "cloudzones: zones 
              f"<style>{_STYLE}</style></head><body><h1>{_e(title)}</h1>",
              f"<p>{len(report.zones)} zone column(s), {len(report.workloads)} workload(s), "
              f"{sum(1 for f in report.findings if f.severity.value == 'error')} error finding(s).</p>",
-             "<h2>What losing each zone does</h2>", '<p class="legend">',
+             "<h2>What losing each zone does</h2>" if all(z.kind != "faultDomain" for z in report.zones) else
+             "<h2>What losing each zone or fault domain does</h2>", '<p class="legend">',
              "".join(f'<span style="background:{c}">{_e(v)}</span>' for v, c in _COLOURS.items()), "</p>",
              '<table id="zones-picture"><thead><tr><th>workload</th>',
-             "".join(f'<th scope="col">{_e(z)}</th>' for z in zones), "</tr></thead><tbody>"]
+             "".join(f'<th scope="col">{_e(zonereport.column_name(z))}</th>' for z in zones), "</tr></thead><tbody>"]
     for row in report.workloads:
         parts.append(f'<tr><th scope="row">{_e(row.workload)}</th>')
         for zone in zones:
@@ -47,7 +48,8 @@ def render(report: zonereport.ClusterReport, *, title: str = "cloudzones: zones 
     parts.append("</tbody></table><h2>Zones</h2>")
     parts.append(_table(["zone", "nodes", "ready", "CPU allocatable", "CPU requested", "memory allocatable",
                          "memory requested", "pods", "pinned volumes"],
-                        ([z.zone, z.nodes, z.ready, f"{z.cpu_allocatable}m", f"{z.cpu_requested}m",
+                        ([zonereport.column_name(z.zone), z.nodes, z.ready, f"{z.cpu_allocatable}m",
+                          f"{z.cpu_requested}m",
                           _bytes(z.memory_allocatable), _bytes(z.memory_requested), z.pods,
                           ", ".join(z.volumes) or "-"] for z in report.zones), table_id="zones"))
     parts.append("<h2>Findings</h2>")

@@ -6,10 +6,12 @@ the PersistentVolumes pinned there; per workload (pods grouped as the outage wha
 its pods per zone and the skew; and, by running `outage.report` for every zone, what losing that
 zone does to each workload. A cell says the worst of: ``ok`` (no member there), ``degraded``
 (keeps serving), ``stranded`` (a lost pod's zonal volume keeps it from starting elsewhere),
-``unavailable`` (every replica lost) and ``quorum-lost``. Findings are the warnings and errors of
-every zone's what-if, each message saying which zone's loss it is about, and those of the
-planners for what else the snapshot holds: the replication planner for every LokiStack, coordinator
-selection for every FoundationDBCluster, and data locality for Longhorn's volumes (per namespace).
+``unavailable`` (every replica lost) and ``quorum-lost``. Nodes of unzoned VMs carry their fault
+domain (``"0"``) in the zone label: such a column is a fault domain (`ZoneRow.kind`), named so
+wherever it is said. Findings are the warnings and errors of every zone's what-if, each message
+saying which zone's (or fault domain's) loss it is about, and those of the planners for what else
+the snapshot holds: the replication planner for every LokiStack, coordinator selection for every
+FoundationDBCluster, and data locality for Longhorn's volumes (per namespace).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cloudzones import errors, labels, quantity
+from cloudzones import errors, labels, quantity, topology
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import coordinators, fdblocality, locality, outage, replication
 from cloudzones.workloads import findings as f
@@ -48,9 +50,14 @@ class ZoneRow:
     volumes: tuple[str, ...]
     """PersistentVolumes whose node affinity pins them to this zone."""
 
+    @property
+    def kind(self) -> str:
+        """``zone``; ``faultDomain`` for an unzoned VM's fault domain (``"0"``); ``none`` for `NO_ZONE`."""
+        return column_kind(self.zone)
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"zone": self.zone, "nodes": self.nodes, "readyNodes": self.ready,
+        return {"zone": self.zone, "kind": self.kind, "nodes": self.nodes, "readyNodes": self.ready,
                 "cpu": {"allocatableMillicores": self.cpu_allocatable, "requestedMillicores": self.cpu_requested},
                 "memory": {"allocatableBytes": self.memory_allocatable, "requestedBytes": self.memory_requested},
                 "pods": self.pods, "pinnedVolumes": list(self.volumes)}
@@ -95,6 +102,18 @@ class ClusterReport:
                             "findings": f.as_dicts(self.findings), "ok": self.ok})
 
 
+def column_kind(zone: str) -> str:
+    """What a column of the report is: ``zone``, ``faultDomain`` (never to be taken for a zone) or ``none``."""
+    if zone == NO_ZONE:
+        return "none"
+    return "faultDomain" if topology.is_fault_domain(zone) else "zone"
+
+
+def column_name(zone: str) -> str:
+    """How a column is called in words: ``eastus-1``, ``fault domain 0``, ``(no zone)``."""
+    return f"fault domain {zone}" if column_kind(zone) == "faultDomain" else zone
+
+
 def build(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], *, zone_key: str = labels.ZONE) -> ClusterReport:
     """The report for ``snapshot``; `InvalidWorkloadSpec` for a malformed one (as `outage.report`)."""
     nodes = list(snapshot.get("nodes") or [])
@@ -107,7 +126,7 @@ def build(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], *, zone_key: str 
     rows = _zone_rows(columns, nodes, zone_of, pods, snapshot.get("persistentVolumes") or [])
     workloads = _workload_rows(pods, zone_of, zoned, columns, outages)
     # Warnings and errors of every zone's what-if, said with their zone (the cells already show the mild ones).
-    found = [dataclasses.replace(finding, message=f"if {report.zone} is lost: {finding.message}")
+    found = [dataclasses.replace(finding, message=f"if {column_name(report.zone)} is lost: {finding.message}")
              for report in outages for finding in report.findings if finding.severity is not f.Severity.INFO]
     found += _planner_findings(snapshot, nodes, pods)
     return ClusterReport(tuple(rows), tuple(workloads), outages, tuple(found))
