@@ -173,6 +173,14 @@ class TestOutage:
             assert heading in out
         assert "quorum-lost" in out and "4 error finding(s)" in err
 
+    def test_fault_domain_said(self, capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
+        """An unzoned node's fault domain ("0") is said to be one, not a zone."""
+        path = tmp_path / "snap.yaml"
+        path.write_text(yaml.safe_dump_all([{"kind": "Node", "metadata": {"name": n, "labels": {
+            "topology.kubernetes.io/zone": n[-1]}}} for n in ("u-0", "u-1")]))
+        code, out, _ = run(capsys, "outage", "--zone", "0", "-f", str(path))
+        assert code == 0 and out.startswith("losing fault domain 0: 1 node(s)"), out
+
     def test_json(self, capsys: pytest.CaptureFixture[str]) -> None:
         """The JSON report names the stranded pods and the lost coordinators."""
         code, data = run_json(capsys, "outage", "--zone", "eastus-1", "-f", "snapshot-3zones.yaml")

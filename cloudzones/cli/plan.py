@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from cloudzones import documents, errors, shapes
+from cloudzones import documents, errors, shapes, topology
 from cloudzones.cli import output, report
 from cloudzones.cli.output import summary
 from cloudzones.workloads import coordinators, findings, locality, outage, replication, zoneinject
@@ -227,7 +227,8 @@ def _locality_text(result: locality.LocalityPlan) -> str:
 
 
 def _outage_text(result: outage.OutageReport) -> str:
-    text = (f"losing zone {result.zone}: {len(result.nodes_lost)} node(s) {list(result.nodes_lost)}, "
+    place = f"fault domain {result.zone}" if topology.is_fault_domain(result.zone) else f"zone {result.zone}"
+    text = (f"losing {place}: {len(result.nodes_lost)} node(s) {list(result.nodes_lost)}, "
             f"{len(result.pods_lost)} pod(s)\n\nWORKLOADS\n")
     text += output.table([w.as_dict() for w in result.workloads],
                          ["workload", "pods", "lost", "quorum", "survivors", "status"])
