@@ -78,7 +78,7 @@ class TestBuild:
         report = zonereport.build(snap)
         assert {z.zone: z.kind for z in report.zones} == {"0": "faultDomain", "1": "faultDomain",
                                                           "eastus-1": "zone", "eastus-2": "zone"}
-        assert [z["kind"] for z in report.as_dict()["zones"]] == ["faultDomain", "faultDomain", "zone", "zone"]
+        assert [z["kind"] for z in report.as_dict()["zones"]] == ["zone", "zone", "faultDomain", "faultDomain"]
         assert any(f.message.startswith("if fault domain 0 is lost: ") for f in report.findings), report.findings
         assert not any(f.message.startswith("if 0 is lost") for f in report.findings)
         path = tmp_path / "snap.yaml"

@@ -31,7 +31,9 @@ def render(report: zonereport.ClusterReport, *, title: str = "cloudzones: zones 
     zones = [z.zone for z in report.zones if z.zone != zonereport.NO_ZONE]
     parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>",
              f"<style>{_STYLE}</style></head><body><h1>{_e(title)}</h1>",
-             f"<p>{len(report.zones)} zone column(s), {len(report.workloads)} workload(s), "
+             f"<p>{sum(1 for z in report.zones if z.kind == 'zone')} zone(s), "
+             f"{sum(1 for z in report.zones if z.kind == 'faultDomain')} fault domain(s), "
+             f"{len(report.workloads)} workload(s), "
              f"{sum(1 for f in report.findings if f.severity.value == 'error')} error finding(s).</p>",
              "<h2>What losing each zone does</h2>" if all(z.kind != "faultDomain" for z in report.zones) else
              "<h2>What losing each zone or fault domain does</h2>", '<p class="legend">',

@@ -118,7 +118,9 @@ def build(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], *, zone_key: str 
     """The report for ``snapshot``; `InvalidWorkloadSpec` for a malformed one (as `outage.report`)."""
     nodes = list(snapshot.get("nodes") or [])
     zone_of = {m.name_of(n): m.node_zone(n, zone_key) or NO_ZONE for n in nodes}
-    zoned = sorted({z for z in zone_of.values() if z != NO_ZONE})
+    # Availability zones first, then fault domains (by number), then nodes without either.
+    zoned = sorted({z for z in zone_of.values() if z != NO_ZONE},
+                   key=lambda z: (topology.is_fault_domain(z), int(z) if topology.is_fault_domain(z) else 0, z))
     columns = zoned + ([NO_ZONE] if NO_ZONE in zone_of.values() else [])
     pods = [p for p in snapshot.get("pods") or [] if q.running(p)]
     prepared = outage.prepare(snapshot, zone_key=zone_key)
