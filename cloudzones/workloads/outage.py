@@ -30,7 +30,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudzones import labels, shapes
+from cloudzones import labels, shapes, topology
 from cloudzones.placement import selectors
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import findings as f
@@ -188,8 +188,9 @@ def report(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], zone: str, *,
     later: list[f.Finding] = []
     # Coordinators first: an FDB cluster's row in the workloads table takes their verdict.
     coordinators = _coordinators(snapshot.get("foundationDBClusters") or [], ready.pods, lost_nodes, later)
+    place = "fault domain" if topology.is_fault_domain(zone) else "zone"
     context = q.Context(lost_nodes, ready.zone_of, set(ready.not_ready), ready.desired,
-                        {c.cluster: c for c in coordinators})
+                        {c.cluster: c for c in coordinators}, place)
     workloads = q.workloads(ready.every_pod, context, found, groups=ready.groups)
     survivors = [n for n in ready.nodes if m.name_of(n) not in lost_nodes]
     stranded = _stranded(lost, snapshot, survivors, zone, found)
@@ -224,8 +225,9 @@ def _stranded(lost: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Sequence
                 pinned.append(m.name_of(pv))
                 reasons.append(f"PV {m.name_of(pv)!r} requires {_describe(required)}")
         if pinned:
-            reason = ("; ".join(reasons) + f": no node outside zone {zone!r} matches, so the pod stays Pending "
-                      "until the zone returns or the claim is deleted (losing its data)")
+            place = "fault domain" if topology.is_fault_domain(zone) else "zone"
+            reason = ("; ".join(reasons) + f": no node outside {place} {zone!r} matches, so the pod stays Pending "
+                      f"until the {place} returns or the claim is deleted (losing its data)")
             result.append(StrandedPod(q.pod_id(pod), tuple(names), tuple(pinned), reason))
             found.append(f.error("volume-pinned", reason, q.pod_id(pod)))
     return result

@@ -69,6 +69,8 @@ class Context:
     desired: Mapping[str, int]
     """``StatefulSet/ns/name`` → ``spec.replicas``."""
     coordinators: Mapping[str, Coordinators]
+    place: str = "zone"
+    """What is lost, in words: ``zone``, or ``fault domain`` for an unzoned VM's (never called a zone)."""
 
     def up(self, pod: Mapping[str, Any]) -> bool:
         """Bound, Running and on a Ready node: a member that serves now."""
@@ -189,8 +191,8 @@ def workloads(every_pod: Sequence[Mapping[str, Any]], context: Context, found: l
         elif status == "quorum-lost":
             found.append(f.error("quorum-lost", f"loses quorum: {what}", key))
         elif status == "unavailable":
-            found.append(f.warning("unavailable", f"every replica ({m.some(lost)}) is in the lost zone or already "
-                                   "down; it is down until they are recreated elsewhere", key))
+            found.append(f.warning("unavailable", f"every replica ({m.some(lost)}) is in the lost {context.place} or "
+                                   "already down; it is down until they are recreated elsewhere", key))
         else:
             found.append(f.info("degraded", f"{'keeps quorum' if quorum > 1 else 'still serving'}: {what}", key))
     return impacts
