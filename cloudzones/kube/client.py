@@ -106,9 +106,20 @@ def _decode(data: bytes, what: str) -> dict[str, Any]:
     except ValueError as exc:
         raise errors.KubeApiError(f"{what}: the API server answered with something that is not JSON: "
                                   f"{data[:200]!r}") from exc
+    except RecursionError:
+        raise errors.KubeApiError(f"{what}: the API server answered with JSON nested too deeply to read") from None
     if not isinstance(decoded, dict):
         raise errors.KubeApiError(f"{what}: the API server answered with {decoded!r}, not an object")
     return decoded
+
+
+def _list_page(page: dict[str, Any], what: str) -> dict[str, Any]:
+    """``page`` when it has the shape of a List (``items`` a list, ``metadata`` a mapping, either absent)."""
+    for field, kind in (("items", list), ("metadata", dict)):
+        if page.get(field) is not None and not isinstance(page[field], kind):
+            raise errors.KubeApiError(f"{what}: the API server answered with a list whose {field} is "
+                                      f"{shapes.describe(page[field])}")
+    return page
 
 
 def _resource(resource: Resource | str) -> Resource:
@@ -249,7 +260,7 @@ class KubeClient:
                                   "limit": page_size}
         token = None
         while True:
-            page = self._json(what, True, method, *args, _continue=token, **kwargs)
+            page = _list_page(self._json(what, True, method, *args, _continue=token, **kwargs), what)
             token = (page.get("metadata") or {}).get("continue") if page_size else None
             yield page
             del page  # not kept alive while the next page is fetched
@@ -275,7 +286,7 @@ class KubeClient:
         items: builtins.list[dict[str, Any]] = []
         token = None
         while True:
-            page = self._json(what, True, method, *args, _continue=token, limit=page_size)
+            page = _list_page(self._json(what, True, method, *args, _continue=token, limit=page_size), what)
             items.extend(page.get("items") or [])
             token = (page.get("metadata") or {}).get("continue") if page_size else None
             if not token:

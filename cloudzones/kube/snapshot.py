@@ -28,18 +28,22 @@ CUSTOM = {"foundationDBClusters": ("apps.foundationdb.org", "v1beta2", "foundati
 
 def read(client: kube.KubeClient, *, namespace: str | None = None,
          page_size: int = 500) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
-    """The snapshot of the cluster (``namespace`` None: all namespaces) and notes on what was skipped."""
+    """The snapshot of the cluster (``namespace`` None: all namespaces) and notes on what was skipped.
+
+    Every object is checked as a snapshot file's are (`compact.SnapshotItems`): what an API server
+    answers is input too, and a wrong type is one line naming the list and the item.
+    """
     notes: list[str] = []
+    each = compact.SnapshotItems()  # pods compacted on arrival, their repeated parts kept once
     pods: list[dict[str, Any]] = []
-    compactor = compact.PodCompactor()  # what the report reads of each pod, repeated parts kept once
     for page in client.list_pages(kube.PODS, namespace=namespace, page_size=page_size):
-        pods.extend(compactor(p, f"pod {(p.get('metadata') or {}).get('name')}") for p in page.get("items") or [])
+        pods += _checked(page.get("items") or [], "pods", "list of pods", each, offset=len(pods))
     snapshot: dict[str, list[dict[str, Any]]] = {
-        "nodes": _items(client, kube.NODES, None, page_size),
+        "nodes": _items(client, kube.NODES, None, page_size, each),
         "pods": pods,
-        "persistentVolumeClaims": _items(client, kube.PERSISTENT_VOLUME_CLAIMS, namespace, page_size),
-        "persistentVolumes": _items(client, kube.PERSISTENT_VOLUMES, None, page_size),
-        "statefulSets": _items(client, kube.STATEFUL_SETS, namespace, page_size),
+        "persistentVolumeClaims": _items(client, kube.PERSISTENT_VOLUME_CLAIMS, namespace, page_size, each),
+        "persistentVolumes": _items(client, kube.PERSISTENT_VOLUMES, None, page_size, each),
+        "statefulSets": _items(client, kube.STATEFUL_SETS, namespace, page_size, each),
     }
     for key, (group, version, plural, kind) in CUSTOM.items():
         try:
@@ -53,15 +57,27 @@ def read(client: kube.KubeClient, *, namespace: str | None = None,
             # An optional input: a reader without the right still gets the rest of the report.
             notes.append(f"{kind} ({plural}.{group}/{version}): not allowed to list them: skipped")
             found = []
+        found = _checked(found, key, f"list of {plural}.{group}", each)
         snapshot[key] = [{"apiVersion": f"{group}/{version}", "kind": kind, **o} for o in found]
     return snapshot, notes
 
 
+_KEYS = {kube.NODES.kind: "nodes", kube.PERSISTENT_VOLUME_CLAIMS.kind: "persistentVolumeClaims",
+         kube.PERSISTENT_VOLUMES.kind: "persistentVolumes", kube.STATEFUL_SETS.kind: "statefulSets"}
+"""The snapshot key of each built-in kind listed here (which schema its items are checked against)."""
+
+
+def _checked(items: list[Any], key: str, what: str, each: compact.SnapshotItems, *, offset: int = 0) -> list[Any]:
+    """``items`` through ``each`` under snapshot key ``key``; a wrong type is a `ShapeError` naming ``what``."""
+    return [each(item, f"{what}: items[{offset + index}]", key) for index, item in enumerate(items)]
+
+
 def _items(client: kube.KubeClient, resource: kube.Resource, namespace: str | None,
-           page_size: int) -> list[dict[str, Any]]:
+           page_size: int, each: compact.SnapshotItems | None = None) -> list[dict[str, Any]]:
     kind = resource.kind
     api_version = "apps/v1" if resource.api == "AppsV1Api" else "v1"
     items = client.list(resource, namespace=namespace, page_size=page_size).get("items") or []
+    items = _checked(items, _KEYS[kind], f"list of {resource.plural}", each or compact.SnapshotItems())
     for item in items:
         item.setdefault("kind", kind)
         item.setdefault("apiVersion", api_version)
@@ -86,10 +102,12 @@ def read_longhorn(client: kube.KubeClient, *, namespace: str, storage_class: str
     parts: dict[str, Any] = {}
     for plural in ("volumes", "replicas", "nodes", "settings"):
         try:
-            parts[plural] = client.list_custom("longhorn.io", "v1beta2", plural, namespace=namespace)
+            listed = client.list_custom("longhorn.io", "v1beta2", plural, namespace=namespace)
         except errors.KubeNotFound as exc:
             raise errors.ConfigError(f"Longhorn's {plural}.longhorn.io/v1beta2 is not installed in this cluster: "
                                      f"{exc}") from None
+        parts[plural] = _checked(listed, "longhorn" + plural.capitalize(), f"list of {plural}.longhorn.io",
+                                 compact.SnapshotItems())
     settings = {str((s.get("metadata") or {}).get("name")): s.get("value") for s in parts.pop("settings")}
     found = None
     if storage_class:

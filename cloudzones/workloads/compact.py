@@ -133,16 +133,14 @@ class SnapshotItems:
         self.pods = PodCompactor()
 
     def __call__(self, item: Any, place: str, list_key: str) -> Any:
-        if not isinstance(item, Mapping) and list_key in shapes.SNAPSHOT:
-            # null is "absent" for a field, but a list item must be there (as shapes.ListOf says).
-            raise shapes.ShapeError(f"{place}: expected a mapping, got {shapes.describe(item)}", path=place)
         listed = list_key in ("items", "")
-        if list_key == "pods" or (listed and isinstance(item, Mapping) and item.get("kind") == "Pod"):
+        if not isinstance(item, Mapping):
+            # null is "absent" for a field, but a list item must be there (as shapes.ListOf says).
+            wanted = "a manifest (a mapping)" if listed else "a mapping"
+            raise shapes.ShapeError(f"{place}: expected {wanted}, got {shapes.describe(item)}", path=place)
+        if list_key == "pods" or (listed and item.get("kind") == "Pod"):
             return self.pods(item, place)
         if listed:
-            if not isinstance(item, Mapping):
-                raise shapes.ShapeError(f"{place}: expected a manifest (a mapping), got {shapes.describe(item)}",
-                                        path=place)
             shapes.check_manifest(item, place)
         elif isinstance(shapes.SNAPSHOT.get(list_key), shapes.ListOf):
             shapes.check(item, shapes.SNAPSHOT[list_key].item, place)
