@@ -211,14 +211,19 @@ def load_streamed(path: str | os.PathLike[str], *, what: str = "file", each: Eac
     return documents
 
 
+def _streams(key: str, document: Mapping[str, Any], kind: Any) -> bool:
+    """Whether the list under ``key`` holds the items `load_streamed` hands to ``each``: a ``List``'s
+    ``items``, or any list of a mapping without a kind (``kind``: the document's, decoded)."""
+    return "kind" not in document or (key == "items" and str(kind).endswith("List"))
+
+
 def _each_item(document: Any, apply: Callable[[list[Any], str], list[Any]]) -> Any:
     """``document`` with ``apply`` run over its item lists (the ones `load_streamed` streams)."""
     if isinstance(document, list):
         return apply(document, "")
-    listing = isinstance(document, dict) and ("kind" not in document or (
-        str(document.get("kind")).endswith("List") and "items" in document))
-    if listing:
-        return {k: apply(v, k) if isinstance(v, list) and (k == "items" or "kind" not in document) else v
+    if isinstance(document, dict):
+        kind = document.get("kind")
+        return {k: apply(v, k) if isinstance(v, list) and _streams(k, document, kind) else v
                 for k, v in document.items()}
     return document
 
@@ -243,9 +248,7 @@ def _streamed_json(text: str, source: str, each: Each, check_depth: bool) -> lis
         return [stream(msgspec.json.decode(text, type=list[msgspec.Raw]), "")]
     top = msgspec.json.decode(text, type=dict[str, msgspec.Raw])
     kind = decoder.decode(top["kind"]) if "kind" in top else None
-    listing = kind is None or (str(kind).endswith("List") and "items" in top)
-    streamed = {k for k, raw in top.items()
-                if listing and (k == "items" or kind is None) and memoryview(raw)[:1].tobytes() == b"["}
+    streamed = {k for k, raw in top.items() if _streams(k, top, kind) and memoryview(raw)[:1].tobytes() == b"["}
     document = {k: stream(msgspec.json.decode(raw, type=list[msgspec.Raw]), k) if k in streamed
                 else decoder.decode(raw) for k, raw in top.items()}
     _check_depth({k: v for k, v in document.items() if k not in streamed}, source)
