@@ -67,6 +67,11 @@ def is_fault_domain(zone_label: str) -> bool:
     return zone_label.isascii() and zone_label.isdigit()
 
 
+def noun(zone_label: str) -> str:
+    """What a zone label value names, in words: ``fault domain`` for an unzoned VM's, else ``zone``."""
+    return "fault domain" if is_fault_domain(zone_label) else "zone"
+
+
 @dataclasses.dataclass(frozen=True)
 class Topology:
     """A machine's place in the cloud, as Kubernetes topology labels see it."""

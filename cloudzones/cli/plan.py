@@ -154,7 +154,7 @@ def _locality(args: argparse.Namespace) -> int:
         elif kind == "StorageClass":
             parts["storageClass"] = doc
         elif kind == "Setting":
-            parts["settings"][str((doc.get("metadata") or {}).get("name"))] = doc.get("value")
+            parts["settings"].update(locality.settings_of([doc]))
         else:
             raise errors.ConfigError(f"{args.file}: unexpected {kind} (apiVersion {doc.get('apiVersion')!r})")
     kube_nodes = _nodes_file(args.nodes)
@@ -227,9 +227,8 @@ def _locality_text(result: locality.LocalityPlan) -> str:
 
 
 def _outage_text(result: outage.OutageReport) -> str:
-    place = f"fault domain {result.zone}" if topology.is_fault_domain(result.zone) else f"zone {result.zone}"
-    text = (f"losing {place}: {len(result.nodes_lost)} node(s) {list(result.nodes_lost)}, "
-            f"{len(result.pods_lost)} pod(s)\n\nWORKLOADS\n")
+    text = (f"losing {topology.noun(result.zone)} {result.zone}: {len(result.nodes_lost)} node(s) "
+            f"{list(result.nodes_lost)}, {len(result.pods_lost)} pod(s)\n\nWORKLOADS\n")
     text += output.table([w.as_dict() for w in result.workloads],
                          ["workload", "pods", "lost", "quorum", "survivors", "status"])
     text += "\nUNSCHEDULABLE PODS\n" + output.table([p.as_dict() for p in result.unschedulable],

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cloudzones import errors, kube
-from cloudzones.workloads import compact
+from cloudzones.workloads import compact, locality
 
 #: The custom resources `cloudzones plan` reads one of, by kind: (group, version, plural).
 WORKLOADS = {"LokiStack": ("loki.grafana.com", "v1", "lokistacks"),
@@ -39,11 +39,11 @@ def read(client: kube.KubeClient, *, namespace: str | None = None,
     for page in client.list_pages(kube.PODS, namespace=namespace, page_size=page_size):
         pods += _checked(page.get("items") or [], "pods", "list of pods", each, offset=len(pods))
     snapshot: dict[str, list[dict[str, Any]]] = {
-        "nodes": _items(client, kube.NODES, None, page_size, each),
+        "nodes": _items(client, kube.NODES, None, page_size),
         "pods": pods,
-        "persistentVolumeClaims": _items(client, kube.PERSISTENT_VOLUME_CLAIMS, namespace, page_size, each),
-        "persistentVolumes": _items(client, kube.PERSISTENT_VOLUMES, None, page_size, each),
-        "statefulSets": _items(client, kube.STATEFUL_SETS, namespace, page_size, each),
+        "persistentVolumeClaims": _items(client, kube.PERSISTENT_VOLUME_CLAIMS, namespace, page_size),
+        "persistentVolumes": _items(client, kube.PERSISTENT_VOLUMES, None, page_size),
+        "statefulSets": _items(client, kube.STATEFUL_SETS, namespace, page_size),
     }
     for key, (group, version, plural, kind) in CUSTOM.items():
         try:
@@ -73,11 +73,12 @@ def _checked(items: list[Any], key: str, what: str, each: compact.SnapshotItems,
 
 
 def _items(client: kube.KubeClient, resource: kube.Resource, namespace: str | None,
-           page_size: int, each: compact.SnapshotItems | None = None) -> list[dict[str, Any]]:
+           page_size: int) -> list[dict[str, Any]]:
     kind = resource.kind
     api_version = "apps/v1" if resource.api == "AppsV1Api" else "v1"
     items = client.list(resource, namespace=namespace, page_size=page_size).get("items") or []
-    items = _checked(items, _KEYS[kind], f"list of {resource.plural}", each or compact.SnapshotItems())
+    # Only pods keep state in SnapshotItems (their shared parts): a fresh one for other kinds costs nothing.
+    items = _checked(items, _KEYS[kind], f"list of {resource.plural}", compact.SnapshotItems())
     for item in items:
         item.setdefault("kind", kind)
         item.setdefault("apiVersion", api_version)
@@ -100,15 +101,16 @@ def read_workload(client: kube.KubeClient, kind: str, name: str,
 def read_longhorn(client: kube.KubeClient, *, namespace: str, storage_class: str | None) -> dict[str, Any]:
     """Longhorn's volumes, replicas, nodes and settings in ``namespace``, the StorageClass named, and every node."""
     parts: dict[str, Any] = {}
-    for plural in ("volumes", "replicas", "nodes", "settings"):
+    for key, (group, version, plural, _) in CUSTOM.items():
+        if group != "longhorn.io":
+            continue
         try:
-            listed = client.list_custom("longhorn.io", "v1beta2", plural, namespace=namespace)
+            listed = client.list_custom(group, version, plural, namespace=namespace)
         except errors.KubeNotFound as exc:
-            raise errors.ConfigError(f"Longhorn's {plural}.longhorn.io/v1beta2 is not installed in this cluster: "
+            raise errors.ConfigError(f"Longhorn's {plural}.{group}/{version} is not installed in this cluster: "
                                      f"{exc}") from None
-        parts[plural] = _checked(listed, "longhorn" + plural.capitalize(), f"list of {plural}.longhorn.io",
-                                 compact.SnapshotItems())
-    settings = {str((s.get("metadata") or {}).get("name")): s.get("value") for s in parts.pop("settings")}
+        parts[plural] = _checked(listed, key, f"list of {plural}.{group}", compact.SnapshotItems())
+    settings = locality.settings_of(parts.pop("settings"))
     found = None
     if storage_class:
         try:

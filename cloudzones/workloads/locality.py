@@ -114,6 +114,11 @@ def resolve_mode(volume: Mapping[str, Any], *, storage_class: Mapping[str, Any] 
     return check_mode(default, f"the {DEFAULT_SETTING} setting", name), "default"
 
 
+def settings_of(objects: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Longhorn ``Setting`` objects as the ``{name: value}`` map `plan` takes."""
+    return {m.name_of(s): s.get("value") for s in objects}
+
+
 def healthy(replica: Mapping[str, Any]) -> bool:
     """Rebuilt at some point, not failed since, not being deleted."""
     spec = replica.get("spec") or {}

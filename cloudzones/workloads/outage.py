@@ -188,9 +188,8 @@ def report(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], zone: str, *,
     later: list[f.Finding] = []
     # Coordinators first: an FDB cluster's row in the workloads table takes their verdict.
     coordinators = _coordinators(snapshot.get("foundationDBClusters") or [], ready.pods, lost_nodes, later)
-    place = "fault domain" if topology.is_fault_domain(zone) else "zone"
     context = q.Context(lost_nodes, ready.zone_of, set(ready.not_ready), ready.desired,
-                        {c.cluster: c for c in coordinators}, place)
+                        {c.cluster: c for c in coordinators}, topology.noun(zone))
     workloads = q.workloads(ready.every_pod, context, found, groups=ready.groups)
     survivors = [n for n in ready.nodes if m.name_of(n) not in lost_nodes]
     stranded = _stranded(lost, snapshot, survivors, zone, found)
@@ -225,7 +224,7 @@ def _stranded(lost: Sequence[Mapping[str, Any]], snapshot: Mapping[str, Sequence
                 pinned.append(m.name_of(pv))
                 reasons.append(f"PV {m.name_of(pv)!r} requires {_describe(required)}")
         if pinned:
-            place = "fault domain" if topology.is_fault_domain(zone) else "zone"
+            place = topology.noun(zone)
             reason = ("; ".join(reasons) + f": no node outside {place} {zone!r} matches, so the pod stays Pending "
                       f"until the {place} returns or the claim is deleted (losing its data)")
             result.append(StrandedPod(q.pod_id(pod), tuple(names), tuple(pinned), reason))

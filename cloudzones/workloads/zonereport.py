@@ -150,12 +150,11 @@ def _planner_findings(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], nodes
                             coordinators.plan, subject, nodes)
     # Longhorn's volumes, replicas, nodes and settings belong together per namespace (its install's).
     parts: dict[str, dict[str, Any]] = collections.defaultdict(
-        lambda: {"volumes": [], "replicas": [], "nodes": [], "settings": {}})
-    for key, part in (("longhornVolumes", "volumes"), ("longhornReplicas", "replicas"), ("longhornNodes", "nodes")):
+        lambda: {"volumes": [], "replicas": [], "nodes": [], "settings": []})
+    for key, part in (("longhornVolumes", "volumes"), ("longhornReplicas", "replicas"), ("longhornNodes", "nodes"),
+                      ("longhornSettings", "settings")):
         for item in snapshot.get(key) or []:
             parts[m.namespace_of(item)][part].append(item)
-    for setting in snapshot.get("longhornSettings") or []:
-        parts[m.namespace_of(setting)]["settings"][m.name_of(setting)] = setting.get("value")
     for namespace in sorted(parts):
         if parts[namespace]["volumes"]:
             found += _named(f"Longhorn in {namespace}", _locality_plan, parts[namespace], nodes)
@@ -163,7 +162,8 @@ def _planner_findings(snapshot: Mapping[str, Sequence[Mapping[str, Any]]], nodes
 
 
 def _locality_plan(part: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> locality.LocalityPlan:
-    return locality.plan(part["volumes"], part["replicas"], part["nodes"], settings=part["settings"], kube_nodes=nodes)
+    return locality.plan(part["volumes"], part["replicas"], part["nodes"],
+                         settings=locality.settings_of(part["settings"]), kube_nodes=nodes)
 
 
 def _named(where: str, planner: Callable[..., Any], *args: Any) -> list[f.Finding]:
