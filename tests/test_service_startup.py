@@ -67,6 +67,10 @@ class TestFlags:
         (["node-agent", "--imds-url", "169.254.169.254"], "'169.254.169.254' is not an http:// or https:// URL"),
         (["webhook", "--tls-cert-file", "c", "--tls-key-file", "k", "--port", "0"], "'0' is not a port (1-65535)"),
         (["webhook", "--tls-cert-file", "c", "--tls-key-file", "k", "--address", "::g"], "'::g' is not an IP address"),
+        (["webhook", "--tls-cert-file", "c", "--tls-key-file", "k", "--review-budget", "0"],
+         "argument --review-budget: '0' is not a number of seconds above 0"),
+        (["webhook", "--tls-cert-file", "c", "--tls-key-file", "k", "--review-budget", "10"],
+         "argument --review-budget: '10' is not below the server's 10 s request deadline"),
     ])
     def test_refused(self, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
         """The one error line names the flag and the offending value."""

@@ -16,8 +16,9 @@ import pytest
 from cloudzones import errors
 from cloudzones.services.webhook import budget, review
 from cloudzones.services.webhook import server as webhook_server
+from cloudzones.services.webhook.deadlines import Deadlines
 from cloudzones.testing.tls import TlsFiles, make_tls_files
-from tests.conftest import fixture_text
+from tests.conftest import FakeClock, fixture_text
 
 
 @pytest.fixture(scope="module")
@@ -26,13 +27,15 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
     return make_tls_files(tmp_path_factory.mktemp("tls"))
 
 
-def start(tls: TlsFiles, review_fn: Any = None, **limits: Any) -> webhook_server.WebhookServer:
-    """A webhook server on a free loopback port with the given limits."""
+def start(tls: TlsFiles, review_fn: Any = None, *, review_budget: budget.ReviewBudget | None = None,
+          **limits: Any) -> webhook_server.WebhookServer:
+    """A webhook server on a free loopback port with the given limits (and review budget)."""
     def allow(body: bytes) -> dict[str, Any]:
         return review.review(body, labels_for_volume=lambda pv: {})
 
     return webhook_server.serve(host="127.0.0.1", port=0, cert_file=str(tls.cert_file), key_file=str(tls.key_file),
-                                review_fn=review_fn or allow, limits=webhook_server.ServerLimits(**limits))
+                                review_fn=review_fn or allow, limits=webhook_server.ServerLimits(**limits),
+                                budget=review_budget)
 
 
 @pytest.fixture
@@ -72,50 +75,130 @@ def exchange(sock: ssl.SSLSocket, data: bytes) -> tuple[int, dict[str, Any]]:
 REVIEW = fixture_text("admission/pv-create-azuredisk.json").encode()
 
 
+def post_review(sock: ssl.SSLSocket) -> tuple[int, dict[str, Any]]:
+    """POST the fixture review on ``sock``; status and JSON answer."""
+    return exchange(sock, b"POST /mutate-pv HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(REVIEW) + REVIEW)
+
+
+def silent_lookup(release: threading.Event) -> review.LabelsForVolume:
+    """A disk lookup that answers nothing until ``release`` is set (then nothing useful)."""
+    def lookup(pv: Mapping[str, Any]) -> Mapping[str, str]:
+        release.wait(60)
+        return {"topology.kubernetes.io/zone": "eastus-1", "topology.kubernetes.io/region": "eastus"}
+    return lookup
+
+
+def reviews_counted(server: webhook_server.WebhookServer, result: str) -> float:
+    """The server's ``cloudzones_webhook_reviews_total{result=...}``."""
+    value = server.metrics.registry.get_sample_value("cloudzones_webhook_reviews_total", {"result": result})
+    return value or 0.0
+
+
 class TestBudget:
     """A silent cloud does not hold a review past its budget."""
 
-    def test_silent_arm_answers_within_budget(self) -> None:
-        """A lookup that never returns: the review is allowed with a warning after the budget, not 150 s later."""
+    def test_silent_arm_answers_within_budget(self, tls: TlsFiles) -> None:
+        """A lookup that never returns: allowed with a warning after the budget, then that connection is closed."""
         release = threading.Event()
-        silent = budget.Budgeted(lambda pv: release.wait(60) and {}, seconds=0.3)  # type: ignore[arg-type,return-value]
+        srv = start(tls, lambda body: review.review(body, labels_for_volume=silent_lookup(release)),
+                    review_budget=budget.for_reviews(0.3))
         try:
-            started = time.monotonic()
-            answer = review.review(REVIEW, labels_for_volume=silent)
-            elapsed = time.monotonic() - started
+            with connect(srv, tls.ca_file) as sock:
+                started = time.monotonic()
+                status, answer = post_review(sock)
+                elapsed = time.monotonic() - started
+                release.set()  # the review ends now: its own answer must not follow the late one
+                sock.settimeout(5)
+                assert sock.recv(1024) == b""
         finally:
             release.set()
-            silent.close()
-        assert elapsed < 1.0 and answer["response"]["allowed"] is True
+            srv.shutdown()
+            srv.server_close()
+        assert status == 200 and 0.3 <= elapsed < 1.0 and answer["response"]["allowed"] is True
+        assert answer["response"]["uid"] == json.loads(REVIEW)["request"]["uid"]
         assert "no answer from Azure within the 0.3 s review budget" in answer["response"]["warnings"][0]
-        assert silent.overruns == 1
+        assert reviews_counted(srv, "late") == 1 and reviews_counted(srv, "patched") == 0
 
-    def test_fail_closed_denies(self) -> None:
-        """With --fail-closed an over-budget lookup is a denial saying why."""
+    def test_fail_closed_denies(self, tls: TlsFiles) -> None:
+        """With --fail-closed an over-budget review is a denial saying why."""
         release = threading.Event()
-        silent = budget.Budgeted(lambda pv: release.wait(60) and {}, seconds=0.2)  # type: ignore[arg-type,return-value]
+        srv = start(tls, lambda body: review.review(body, labels_for_volume=silent_lookup(release), fail_closed=True),
+                    review_budget=budget.for_reviews(0.2, fail_closed=True))
         try:
-            answer = review.review(REVIEW, labels_for_volume=silent, fail_closed=True)
+            with connect(srv, tls.ca_file) as sock:
+                status, answer = post_review(sock)
         finally:
             release.set()
-            silent.close()
-        assert answer["response"]["allowed"] is False and "review budget" in answer["response"]["status"]["message"]
+            srv.shutdown()
+            srv.server_close()
+        assert status == 200 and answer["response"]["allowed"] is False
+        assert "review budget" in answer["response"]["status"]["message"]
 
-    def test_fast_lookup_passes_through(self) -> None:
-        """Within the budget the lookup's labels are used."""
+    def test_fast_review_keeps_the_connection(self, tls: TlsFiles) -> None:
+        """Within the budget the lookup's labels are used, and the connection serves the next review."""
         def labels(pv: Mapping[str, Any]) -> Mapping[str, str]:
             return {"topology.kubernetes.io/zone": "eastus-1", "topology.kubernetes.io/region": "eastus"}
 
-        fast = budget.Budgeted(labels, seconds=2)
+        srv = start(tls, lambda body: review.review(body, labels_for_volume=labels), review_budget=budget.for_reviews(2))
         try:
-            assert "patch" in review.review(REVIEW, labels_for_volume=fast)["response"]
+            with connect(srv, tls.ca_file) as sock:
+                answers = [post_review(sock) for _ in range(3)]
         finally:
-            fast.close()
+            srv.shutdown()
+            srv.server_close()
+        assert all(status == 200 and "patch" in answer["response"] for status, answer in answers)
+        assert reviews_counted(srv, "patched") == 3 and reviews_counted(srv, "late") == 0
 
-    def test_zero_budget_refused(self) -> None:
-        """A budget of 0 is a configuration error."""
-        with pytest.raises(errors.ConfigError):
-            budget.Budgeted(lambda pv: {}, seconds=0)
+    @pytest.mark.parametrize("seconds", [0, -1.0, float("nan")])
+    def test_budget_above_zero(self, seconds: float) -> None:
+        """A budget of 0, below 0 or NaN is a configuration error."""
+        with pytest.raises(errors.ConfigError, match="above 0 seconds"):
+            budget.for_reviews(seconds)
+
+    def test_budget_below_request_deadline(self, tls: TlsFiles) -> None:
+        """A budget the request deadline would cut off first is refused at start-up."""
+        with pytest.raises(errors.ConfigError, match="shorter than the request deadline"):
+            start(tls, review_budget=budget.for_reviews(2.0), request_seconds=1.0)
+
+
+class TestDeadlines:
+    """The reaper runs what is late, only that, once."""
+
+    def test_late_actions_run_once(self) -> None:
+        """Of three deadlines, the late one runs, the removed one never, the future one later."""
+        clock = FakeClock()
+        deadlines = Deadlines(tick=3600, clock=clock)  # the thread never wakes: reap() by hand
+        ran: list[str] = []
+        try:
+            deadlines.add(1.0, lambda: ran.append("soon"))
+            removed = deadlines.add(1.0, lambda: ran.append("removed"))
+            deadlines.add(5.0, lambda: ran.append("later"))
+            deadlines.remove(removed)
+            assert deadlines.reap() == 0
+            clock.advance(1.0)
+            assert deadlines.reap() == 1 and ran == ["soon"]
+            assert deadlines.reap() == 0
+            clock.advance(4.0)
+            assert deadlines.reap() == 1 and ran == ["soon", "later"]
+        finally:
+            deadlines.stop()
+
+    def test_failing_action_does_not_stop_others(self) -> None:
+        """An action that raises is logged; the other late actions still run."""
+        clock = FakeClock()
+        deadlines = Deadlines(tick=3600, clock=clock)
+        ran: list[int] = []
+
+        def boom() -> None:
+            raise RuntimeError("boom")
+
+        try:
+            deadlines.add(1.0, boom)
+            deadlines.add(1.0, lambda: ran.append(1))
+            clock.advance(2.0)
+            assert deadlines.reap() == 2 and ran == [1]
+        finally:
+            deadlines.stop()
 
 
 class TestHostileRequests:
@@ -208,6 +291,29 @@ class TestConnectionLimits:
                     pass
         assert closed and time.monotonic() - started < 2.5
 
+    @pytest.mark.parametrize("handshake", [True, False], ids=["after-a-review", "never-said-hello"])
+    def test_idle_connection_closed(self, tls: TlsFiles, handshake: bool) -> None:
+        """An idle keep-alive connection, or one that never starts TLS, is closed after idle_seconds."""
+        srv = start(tls, request_seconds=1.0, idle_seconds=0.5)
+        try:
+            host, port = srv.server_address[:2]
+            sock = socket.create_connection((str(host), port), timeout=10)
+            if handshake:
+                sock = ssl.create_default_context(cafile=str(tls.ca_file)).wrap_socket(sock, server_hostname=str(host))
+                assert post_review(sock)[0] == 200
+            with sock:
+                started = time.monotonic()
+                sock.settimeout(5)
+                try:
+                    closed = sock.recv(1024) == b""
+                except (ConnectionResetError, ssl.SSLError):
+                    closed = True
+                elapsed = time.monotonic() - started
+        finally:
+            srv.shutdown()
+            srv.server_close()
+        assert closed and 0.4 <= elapsed < 2.0
+
     def test_connection_cap(self, running: webhook_server.WebhookServer, tls: TlsFiles) -> None:
         """Over the cap, a new connection is closed at once; the ones within it still work."""
         held = [connect(running, tls.ca_file) for _ in range(4)]
@@ -232,7 +338,7 @@ class TestConnectionLimits:
 class TestSilentArm:
     """The real provider against an ARM endpoint that accepts connections and never answers."""
 
-    def test_review_answers_within_budget(self) -> None:
+    def test_review_answers_within_budget(self, tls: TlsFiles) -> None:
         """labels_for_volume through azure-mgmt-compute hangs on the silent peer; the review still answers in time."""
         from providers.azure import AzureConfig, AzureProvider
         from tests.conftest import FakeCredential
@@ -246,12 +352,15 @@ class TestSilentArm:
             config = AzureConfig.from_mapping({"subscriptionId": subscription, "resourceGroup": "rg",
                                                "location": "westus"}, environ={})
             provider = AzureProvider(config, credential=FakeCredential(), resource_manager_url=f"https://127.0.0.1:{port}")
-            lookup = budget.Budgeted(provider.labels_for_volume, seconds=0.5)
+            srv = start(tls, lambda body: review.review(body, labels_for_volume=provider.labels_for_volume),
+                        review_budget=budget.for_reviews(0.5))
             try:
-                started = time.monotonic()
-                answer = review.review(REVIEW, labels_for_volume=lookup)
-                elapsed = time.monotonic() - started
+                with connect(srv, tls.ca_file) as sock:
+                    started = time.monotonic()
+                    _, answer = post_review(sock)
+                    elapsed = time.monotonic() - started
             finally:
-                lookup.close()
+                srv.shutdown()
+                srv.server_close()
         assert elapsed < 1.5 and answer["response"]["allowed"] is True
         assert "within the 0.5 s review budget" in answer["response"]["warnings"][0]

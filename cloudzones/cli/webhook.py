@@ -27,13 +27,22 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--tls-key-file", required=True, metavar="PATH", help="its private key")
     parser.add_argument("--address", type=_service.address, default="0.0.0.0", help="listen address")  # noqa: S104
     parser.add_argument("--port", type=_service.port, default=8443, help="HTTPS port (default 8443)")
-    parser.add_argument("--review-budget", type=_service.seconds, default=3.0, metavar="SECONDS",
+    parser.add_argument("--review-budget", type=_review_budget, default=3.0, metavar="SECONDS",
                         help="longest a review may wait for Azure before answering anyway (default 3; keep it "
                              "below the webhook's timeoutSeconds, 5 in deploy/)")
     parser.add_argument("--fail-closed", action="store_true",
                         help="deny PVs whose disk cannot be read (default: allow with a warning)")
     _service.add_metrics_option(parser, default=0)
     parser.set_defaults(handler=run)
+
+
+def _review_budget(value: str) -> float:
+    """Seconds above 0 and below the request deadline, which would cut the connection before the late answer."""
+    seconds = _service.seconds(value)
+    deadline = server.ServerLimits().request_seconds
+    if seconds >= deadline:
+        raise argparse.ArgumentTypeError(f"{value!r:.40} is not below the server's {deadline:g} s request deadline")
+    return seconds
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,14 +53,15 @@ def run(args: argparse.Namespace) -> int:
     _service.stop_on_signals(stop)
     provider = azure.provider_from_options(cloud_config=args.cloud_config)
     provider.check_arm_settings()  # no credentials: stop now rather than allow every PV unlabelled
-    lookup = budget.Budgeted(provider.labels_for_volume, seconds=args.review_budget)
-    review_fn = functools.partial(review.review, labels_for_volume=lookup, fail_closed=args.fail_closed)
+    review_fn = functools.partial(review.review, labels_for_volume=provider.labels_for_volume,
+                                  fail_closed=args.fail_closed)
+    late = budget.for_reviews(args.review_budget, fail_closed=args.fail_closed)
     for flag, path in (("--tls-cert-file", args.tls_cert_file), ("--tls-key-file", args.tls_key_file)):
         documents.read_text(path, what=flag, limit=1024 * 1024)  # missing, unreadable, a directory: one line
     try:
         srv = _service.listen(f"--port {args.port} on {args.address}", lambda: server.serve(
             host=args.address, port=args.port, cert_file=args.tls_cert_file, key_file=args.tls_key_file,
-            review_fn=review_fn))
+            review_fn=review_fn, budget=late))
     except ssl.SSLError as exc:
         raise errors.UsageError(f"--tls-cert-file {args.tls_cert_file} and --tls-key-file {args.tls_key_file}: "
                                 f"not a certificate and its key ({exc.reason or exc})") from None
