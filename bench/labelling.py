@@ -30,6 +30,7 @@ Run:  PYTHONPATH=. python bench/labelling.py [--nodes 5000] [--scale-sets 10] [-
 from __future__ import annotations
 
 import argparse
+import atexit
 import concurrent.futures
 import cProfile
 import dataclasses
@@ -39,6 +40,7 @@ import io
 import json
 import pathlib
 import pstats
+import shutil
 import tempfile
 import threading
 import time
@@ -323,7 +325,9 @@ def main() -> None:
     cluster: Cluster = (
         ControlPlaneCluster([m for m, _ in nodes]) if args.control_plane
         else LocalKubeApi(seed) if args.in_process else RemoteKubeApi(seed))
-    tls = make_tls_files(tempfile.mkdtemp(prefix="cloudzones-bench-"))
+    folder = tempfile.mkdtemp(prefix="cloudzones-bench-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # a CA key: not left behind
+    tls = make_tls_files(folder)
     arm = fake_arm(nodes, args.scale_sets, args.payload)
     instance = next(iter(next(iter(arm.scale_set_vms.values())).values()))
     expected = {m["metadata"]["name"]: t.node_labels(beta=True) for m, t in nodes}

@@ -22,11 +22,13 @@ Run:  PYTHONPATH=. python bench/memory.py [--nodes 5000] [--scale-sets 10]
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import gc
 import multiprocessing
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -173,7 +175,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     args = parser.parse_args()
 
-    tls = make_tls_files(tempfile.mkdtemp(prefix="cloudzones-bench-"))
+    folder = tempfile.mkdtemp(prefix="cloudzones-bench-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # a CA key: not left behind
+    tls = make_tls_files(folder)
     seed = functools.partial(seed_cluster, nodes=args.nodes, scale_sets=args.scale_sets, tls=tls)
     with RemoteKubeApi(seed) as cluster:
         size = cluster.call(labelling.node_size, labelling.scenario(1, 1, small=False)[0][0]["metadata"]["name"])

@@ -18,9 +18,11 @@ Run:  PYTHONPATH=. python bench/report.py [--nodes 5000] [--pods 150000]
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,6 +91,7 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=150_000)
     args = parser.parse_args()
     folder = pathlib.Path(tempfile.mkdtemp(prefix="cloudzones-report-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # the snapshot is ~70 MB
     path = folder / "snapshot.json"
     snap = snapshot(args.nodes, args.pods)
     # What `kubectl get nodes,pods,pvc,pv,statefulsets -A -o json` writes: one List of every object.

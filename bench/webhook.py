@@ -37,6 +37,7 @@ Run:  PYTHONPATH=. python bench/webhook.py [--reviews 5000] [--clients 1,4,16] [
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import http.client
 import json
@@ -248,7 +249,9 @@ def main() -> None:
     body = FIXTURE.read_bytes()
     check = real_review(body)["response"]
     assert check["allowed"] and check["patchType"] == "JSONPatch", check
-    tls = make_tls_files(tempfile.mkdtemp(prefix="cloudzones-bench-"))
+    folder = tempfile.mkdtemp(prefix="cloudzones-bench-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # a CA key: not left behind
+    tls = make_tls_files(folder)
     context = multiprocessing.get_context("spawn")
     client, child = context.Pipe()
     process = context.Process(target=_client_process, args=(child,), name="load", daemon=True)

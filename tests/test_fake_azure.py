@@ -82,6 +82,13 @@ class TestFakeArmLoopback:
             provider.topology_by_provider_id(f"{base}/virtualMachines/legacy")
         assert info.value.retry_after == 9
 
+    def test_own_ca_removed_on_stop(self) -> None:
+        """Started without TLS files, the fake makes a CA and removes it when stopped."""
+        arm = build_arm().start()
+        assert arm.tls is not None and arm.tls.key_file.exists()
+        arm.stop()
+        assert not arm.tls.ca_file.parent.exists()
+
 
 class TestFakeArmResponses:
     """FakeArm also serves through responses, without sockets."""

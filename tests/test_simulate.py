@@ -10,7 +10,7 @@ import yaml
 
 from cloudzones import errors
 from cloudzones.cli import main
-from cloudzones.simulation import scenario
+from cloudzones.simulation import scenario, world
 from cloudzones.testing.controlplane import ControlPlane
 from tests.conftest import FIXTURES
 
@@ -35,6 +35,13 @@ class TestSimulate:
         assert {row["zone"] for row in result["nodes"]["rows"]} >= {"eastus-1", "eastus-2", "eastus-3", "0", "36"}
         assert result["workload"]["perZone"] == {"eastus-1": 2, "eastus-2": 2, "eastus-3": 2}
         assert result["kubeApi"]["server"] == "FakeKubeApi"  # the default stays the embedded fake
+
+    def test_throwaway_ca_removed(self) -> None:
+        """The CA and key the simulated cloud serves with do not outlive the run."""
+        with world.running(scenario.parse(SMALL)) as simulated:
+            folder = simulated.tls.ca_file.parent
+            assert simulated.tls.key_file.exists()
+        assert not folder.exists()
 
     def test_bundled_file_is_the_fixture(self) -> None:
         """fixtures/scenarios holds the same bundled scenario the package ships."""

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import re
 import secrets
+import shutil
 import tempfile
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -171,3 +172,4 @@ def running(scenario: Scenario, *, control_plane: bool = False) -> Iterator[Worl
     finally:
         imds.stop()
         arm.stop()
+        shutil.rmtree(tls.ca_file.parent, ignore_errors=True)  # a CA key: not left behind in /tmp

@@ -11,6 +11,7 @@ import collections
 import dataclasses
 import json
 import re
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -182,6 +183,7 @@ class FakeArm:
         self._faults = _Faults()
         self._holds: list[Hold] = []
         self._server: LoopbackServer | None = None
+        self._own_tls: tempfile.TemporaryDirectory[str] | None = None
         self.tls: TlsFiles | None = None
 
     # -- inventory ------------------------------------------------------------------------------
@@ -334,8 +336,14 @@ class FakeArm:
     # -- serving --------------------------------------------------------------------------------
 
     def start(self, *, tls: TlsFiles | None = None) -> FakeArm:
-        """Serve over HTTPS on loopback; ``url`` and ``tls.ca_file`` are what clients need."""
-        self.tls = tls or make_tls_files()
+        """Serve over HTTPS on loopback; ``url`` and ``tls.ca_file`` are what clients need.
+
+        Without ``tls`` a throwaway CA is made in a temporary folder that `stop` removes.
+        """
+        if tls is None:
+            self._own_tls = tempfile.TemporaryDirectory(prefix="cloudzones-tls-")
+            tls = make_tls_files(self._own_tls.name)
+        self.tls = tls
         self._server = LoopbackServer(self.handle, tls=self.tls).start()
         return self
 
@@ -346,9 +354,12 @@ class FakeArm:
         return self._server.url
 
     def stop(self) -> None:
-        """Stop serving."""
+        """Stop serving (and remove the CA `start` made)."""
         if self._server is not None:
             self._server.stop()
+        if self._own_tls is not None:
+            self._own_tls.cleanup()
+            self._own_tls = None
 
     def register(self, mock: Any, *, base_url: str = "https://management.azure.com") -> None:
         """Serve through a ``responses.RequestsMock`` instead of a socket."""
