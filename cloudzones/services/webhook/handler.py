@@ -68,11 +68,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
     fields: dict[str, str]
     """The current request's header fields, by lower-case name."""
 
+    def setup(self) -> None:
+        super().setup()
+        # What the reaper does to this connection, made once per connection rather than per request.
+        self._close_idle = functools.partial(_shut, self.connection, None)
+        self._close_late = functools.partial(_shut, self.connection, "a request was not read and answered within "
+                                             f"{self.server.limits.request_seconds:g} s")
+
     def handle_one_request(self) -> None:
         # Wait for a request as long as an idle keep-alive connection may, then give the whole request
         # (line, headers, body) a fixed time: a per-read timeout alone lets a client trickle forever.
         deadlines, limits = self.server.deadlines, self.server.limits
-        idle = deadlines.add(limits.idle_seconds, functools.partial(_shut, self.connection, None))
+        idle = deadlines.add(limits.idle_seconds, self._close_idle)
         try:
             first = self.rfile.peek(1) if hasattr(self.rfile, "peek") else b"x"
         except (OSError, ValueError):
@@ -83,8 +90,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not first:
             self.close_connection = True
             return
-        token = deadlines.add(limits.request_seconds, functools.partial(
-            _shut, self.connection, f"a request was not read and answered within {limits.request_seconds:g} s"))
+        token = deadlines.add(limits.request_seconds, self._close_late)
         try:
             self._serve_one()
         except _BadRequest as exc:
