@@ -7,9 +7,9 @@ exception escape: a malformed body gets 400 with the reason, anything else a val
 Why the standard library's ``http.server`` (a thread per connection) and not a server package or
 asyncio: the API server is our only client, it sends one small JSON body per request with a
 Content-Length over a keep-alive TLS connection, mostly one at a time, and a review may block on an
-ARM call. Here a review runs in its connection's thread, lookup included (~5,600 reviews/s on one
-connection, bench/webhook.py); an asyncio server answers 2-4x more at 4-16 busy connections but
-must hand every lookup to a thread and back, which halved one-connection throughput when measured.
+ARM call. Here a review runs in its connection's thread, lookup included (~4,800 reviews/s on one
+connection, ~8,500 at 16, bench/webhook.py); an asyncio prototype answered 1.5-2.4x more at 4-16 busy
+connections but must hand every lookup to a thread and back, which halved one-connection throughput.
 What a library would add is the hostile-client hygiene, which is set here and tested
 (tests/test_webhook_limits.py):
 
