@@ -181,7 +181,17 @@ class TestDeadlines:
             clock.advance(4.0)
             assert deadlines.reap() == 1 and ran == ["soon", "later"]
         finally:
-            deadlines.stop()
+            deadlines.close()
+
+    def test_close_runs_what_is_pending(self) -> None:
+        """Closing runs every pending action at once; one added afterwards runs as it is added."""
+        deadlines = Deadlines(tick=3600, clock=FakeClock())
+        ran: list[str] = []
+        deadlines.add(60.0, lambda: ran.append("idle"))
+        deadlines.close()
+        assert ran == ["idle"]
+        deadlines.add(60.0, lambda: ran.append("after"))
+        assert ran == ["idle", "after"] and deadlines.reap() == 0
 
     def test_failing_action_does_not_stop_others(self) -> None:
         """An action that raises is logged; the other late actions still run."""
@@ -198,7 +208,7 @@ class TestDeadlines:
             clock.advance(2.0)
             assert deadlines.reap() == 2 and ran == [1]
         finally:
-            deadlines.stop()
+            deadlines.close()
 
 
 class TestHostileRequests:
@@ -313,6 +323,21 @@ class TestConnectionLimits:
             srv.shutdown()
             srv.server_close()
         assert closed and 0.4 <= elapsed < 2.0
+
+    def test_server_close_closes_idle_connections(self, tls: TlsFiles) -> None:
+        """server_close() ends a keep-alive connection waiting for its next request at once, not after idle_seconds."""
+        srv = start(tls, request_seconds=1.0, idle_seconds=30.0)
+        with connect(srv, tls.ca_file) as sock:
+            assert post_review(sock)[0] == 200
+            srv.shutdown()
+            started = time.monotonic()
+            srv.server_close()
+            sock.settimeout(5)
+            try:
+                closed = sock.recv(1024) == b""
+            except (ConnectionResetError, ssl.SSLError):
+                closed = True
+        assert closed and time.monotonic() - started < 2.0
 
     def test_connection_cap(self, running: webhook_server.WebhookServer, tls: TlsFiles) -> None:
         """Over the cap, a new connection is closed at once; the ones within it still work."""

@@ -29,21 +29,31 @@ class Deadlines:
         threading.Thread(target=self._reap, daemon=True, name="webhook-deadlines").start()
 
     def add(self, seconds: float, on_late: Callable[[], None]) -> int:
-        """Run ``on_late`` in ``seconds`` unless `remove` is called with the returned token first."""
+        """Run ``on_late`` in ``seconds`` unless `remove` is called with the returned token first.
+
+        After `close` every deadline is already past: ``on_late`` runs at once.
+        """
         due = self._clock() + seconds
         with self._lock:
-            self._next += 1
-            self._pending[self._next] = (due, on_late)
-            return self._next
+            if not self._stop.is_set():
+                self._next += 1
+                self._pending[self._next] = (due, on_late)
+                return self._next
+        self._run([on_late])
+        return 0
 
     def remove(self, token: int) -> None:
         """Forget a deadline (met, or already acted on)."""
         with self._lock:
             self._pending.pop(token, None)
 
-    def stop(self) -> None:
-        """End the reaper; pending deadlines are dropped."""
-        self._stop.set()
+    def close(self) -> None:
+        """End the reaper and run every pending action now: the server is closing, so every connection goes."""
+        with self._lock:
+            self._stop.set()
+            pending = [action for _, action in self._pending.values()]
+            self._pending.clear()
+        self._run(pending)
 
     def reap(self) -> int:
         """Run every action that is late now; how many ran (the reaper thread calls this each tick)."""
@@ -52,12 +62,16 @@ class Deadlines:
             late = [(token, action) for token, (due, action) in self._pending.items() if due <= now]
             for token, _ in late:
                 del self._pending[token]
-        for _, action in late:
+        self._run([action for _, action in late])
+        return len(late)
+
+    @staticmethod
+    def _run(actions: list[Callable[[], None]]) -> None:
+        for action in actions:
             try:
                 action()
             except Exception:  # one failing action must not stop the reaper for every other connection
                 log.exception("a webhook deadline action failed")
-        return len(late)
 
     def _reap(self) -> None:
         while not self._stop.wait(self._tick):

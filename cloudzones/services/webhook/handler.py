@@ -78,6 +78,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         # Wait for a request as long as an idle keep-alive connection may, then give the whole request
         # (line, headers, body) a fixed time: a per-read timeout alone lets a client trickle forever.
+        if self.server.closing:
+            self.close_connection = True
+            return
         deadlines, limits = self.server.deadlines, self.server.limits
         idle = deadlines.add(limits.idle_seconds, self._close_idle)
         try:

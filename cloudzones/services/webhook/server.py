@@ -128,13 +128,17 @@ class WebhookServer(http.server.ThreadingHTTPServer):
         self.budget = budget
         self._slots = threading.BoundedSemaphore(self.limits.connections)
         self.refused_connections = 0
+        self.closing = False
+        """Set by `server_close`: connections end instead of waiting for another request."""
         self.date = handler.HttpDate()
         # Before binding: a failed bind calls server_close(), which stops the reaper.
         self.deadlines = Deadlines()
         super().__init__(address, handler.Handler)
 
     def server_close(self) -> None:
-        self.deadlines.stop()
+        """Stop listening and close every connection: idle ones at once, busy ones cut where they are."""
+        self.closing = True
+        self.deadlines.close()
         super().server_close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
