@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from cloudzones.services.webhook.budget import ReviewBudget, ReviewFn
     from cloudzones.services.webhook.server import WebhookServer
 
+# The server's logger: what an exchange logs was logged under that name before the handler had its own module.
 log = logging.getLogger("cloudzones.services.webhook.server")
 
 MAX_BODY = 3 * 1024 * 1024
