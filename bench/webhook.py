@@ -24,9 +24,10 @@ that a ratio that only holds because the server sat idle waiting for its clients
 
 Closed loops (each client sends its next review as soon as the last is answered) measure throughput
 at saturation, where latency is queueing: with 16 clients and ~8,500 reviews/s the mean is already
-16 / 8,500 = 1.9 ms (Little's law), and the threads' turns at the GIL are not fair, so the tail is longer. Latency at a load below saturation is measured in an open loop
-(``--open-loop-rate``, default 1,000 reviews/s over the largest client count, each connection on
-its own schedule, latency counted from the scheduled send time).
+16 / 8,500 = 1.9 ms (Little's law), and the threads' turns at the GIL are not fair, so the tail is
+longer. Latency at a load below saturation is measured in an open loop (``--open-loop-rate``, default
+1,000 reviews/s over the largest client count, each connection on its own schedule, latency counted
+from the scheduled send time).
 
 Goals: throughput review / no-op >= 0.9 at 1, 4 and 16 clients; p99 < 5 ms at 16 clients on loopback.
 
