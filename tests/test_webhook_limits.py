@@ -149,6 +149,48 @@ class TestBudget:
         assert all(status == 200 and "patch" in answer["response"] for status, answer in answers)
         assert reviews_counted(srv, "patched") == 3 and reviews_counted(srv, "late") == 0
 
+    def test_review_ending_as_budget_runs_out(self, tls: TlsFiles) -> None:
+        """The budget runs out just as the review ends: whichever wins, exactly one whole answer, then the right state.
+
+        The late answer wins: it is the warning, and the connection is closed after it (never before it is
+        out). The review wins: its patch, and the connection serves the next review.
+        """
+        clock = FakeClock()
+        deadlines = Deadlines(tick=3600, clock=clock)  # reaped by hand, from inside the lookup
+        racing = threading.Event()
+
+        def lookup(pv: Mapping[str, Any]) -> Mapping[str, str]:
+            if racing.is_set():
+                racing.clear()
+                clock.advance(1.0)
+                assert deadlines.reap() == 1  # the late answer's thread starts now, and the review returns
+            return {"topology.kubernetes.io/zone": "eastus-1", "topology.kubernetes.io/region": "eastus"}
+
+        srv = webhook_server.WebhookServer(
+            ("127.0.0.1", 0), certificates=webhook_server.CertificateReloader(str(tls.cert_file), str(tls.key_file)),
+            review_fn=lambda body: review.review(body, labels_for_volume=lookup), budget=budget.for_reviews(0.5),
+            deadlines=deadlines)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        winners = set()
+        try:
+            for _ in range(20):
+                with connect(srv, tls.ca_file) as sock:
+                    racing.set()
+                    status, answer = post_review(sock)
+                    assert status == 200 and answer["response"]["allowed"] is True
+                    if "patch" in answer["response"]:
+                        winners.add("review")
+                        assert post_review(sock)[0] == 200  # kept open, and no stray late answer queued
+                    else:
+                        winners.add("late")
+                        assert "review budget" in answer["response"]["warnings"][0]
+                        sock.settimeout(5)
+                        assert sock.recv(1024) == b""
+        finally:
+            srv.shutdown()
+            srv.server_close()
+        assert winners  # which one wins each time is the scheduler's choice; both are correct
+
     @pytest.mark.parametrize("seconds", [0, -1.0, float("nan")])
     def test_budget_above_zero(self, seconds: float) -> None:
         """A budget of 0, below 0 or NaN is a configuration error."""

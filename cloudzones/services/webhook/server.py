@@ -110,14 +110,18 @@ class ServerLimits:
 
 
 class WebhookServer(http.server.ThreadingHTTPServer):
-    """HTTPS only: every accepted connection is wrapped with the current certificate before any byte is read."""
+    """HTTPS only: every accepted connection is wrapped with the current certificate before any byte is read.
+
+    ``deadlines`` is the reaper of every connection's deadlines (its own by default; a test passes one on a
+    fake clock); ``budget`` bounds each review (`budget.ReviewBudget`).
+    """
 
     daemon_threads = True
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], *, certificates: CertificateReloader, review_fn: ReviewFn,
                  metrics: WebhookMetrics | None = None, limits: ServerLimits | None = None,
-                 budget: ReviewBudget | None = None) -> None:
+                 budget: ReviewBudget | None = None, deadlines: Deadlines | None = None) -> None:
         self.certificates = certificates
         self.review_fn = review_fn
         self.metrics = metrics or WebhookMetrics()
@@ -132,7 +136,7 @@ class WebhookServer(http.server.ThreadingHTTPServer):
         """Set by `server_close`: connections end instead of waiting for another request."""
         self.date = handler.HttpDate()
         # Before binding: a failed bind calls server_close(), which stops the reaper.
-        self.deadlines = Deadlines()
+        self.deadlines = deadlines or Deadlines()
         super().__init__(address, handler.Handler)
 
     def server_close(self) -> None:
