@@ -2,6 +2,7 @@
 
 What lives here, one module each:
 
+- `resources`: the API resources used (`Resource`, `NODES`, `PODS`, ...) and their client method names;
 - `client`: `KubeClient`, the only importer of the ``kubernetes`` package; plain manifest dicts in
   and out, our `cloudzones.errors.KubeApiError` tree out of its failures, retries through
   `cloudzones.retry.RetryPolicy`;
@@ -12,10 +13,11 @@ What lives here, one module each:
 - `workqueue`: the deduplicating key queue workers drain.
 
 Nothing here knows what a zone is; the services in `cloudzones.services` wire this to the core.
-The client's names are re-exported so ``kube.KubeClient`` and ``kube.NODES`` read naturally.
+The public names of both are re-exported so ``kube.KubeClient`` and ``kube.NODES`` read naturally.
 """
 
-from cloudzones.kube.client import (
+from cloudzones.kube.client import KubeClient
+from cloudzones.kube.resources import (
     EVENTS,
     LEASES,
     NODES,
@@ -25,7 +27,6 @@ from cloudzones.kube.client import (
     RESOURCES,
     STATEFUL_SETS,
     STORAGE_CLASSES,
-    KubeClient,
     Resource,
 )
 from cloudzones.kube.watch import WatchEvent, WatchStream
