@@ -7,6 +7,7 @@ as ``us-west-2-lax-1a`` break the "strip the last letter" trick botocore uses.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable
 
@@ -15,6 +16,10 @@ from cloudzones.topology import Topology
 from providers import metadata
 
 TOKEN_TTL_SECONDS = 21600
+_TOKEN = re.compile(r"[A-Za-z0-9+/=_.-]{1,512}")
+"""What an IMDSv2 session token looks like (base64 text); it is sent back in a header, so nothing else."""
+_NAME = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+"""Region and zone names (``us-west-2``, ``us-west-2b``, ``us-west-2-lax-1a``): label-safe by construction."""
 
 
 class AwsProvider:
@@ -43,6 +48,9 @@ class AwsProvider:
                                        " instance or the request was not allowed")
         if response.status != 200 or not response.text.strip():
             raise errors.MetadataError(f"AWS IMDS did not issue a session token (HTTP {response.status})")
+        if not _TOKEN.fullmatch(response.text.strip()):
+            # Not shown: it may be a credential, and is not text we could send back in a header anyway.
+            raise errors.MetadataError("AWS IMDS issued a session token that is not token text")
         return response.text.strip()
 
     def _get(self, path: str) -> str:
@@ -69,6 +77,9 @@ class AwsProvider:
         """This instance's region and availability zone (``us-west-2`` / ``us-west-2b``)."""
         zone = self._get("placement/availability-zone")
         region = self._get("placement/region")
+        for what, value in (("zone", zone), ("region", region)):
+            if len(value) > 63 or not _NAME.fullmatch(value):
+                raise errors.MetadataError(f"AWS IMDS {what} {value[:80]!r} is not a {what} name")
         if not zone.startswith(region):
             raise errors.MetadataError(f"AWS IMDS zone {zone!r} is not in region {region!r}")
         return Topology(region, zone)

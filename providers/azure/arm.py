@@ -1,5 +1,8 @@
 """azure-core plumbing shared by the ARM clients: endpoints, retry policy, throttle gate, error mapping.
 
+`reading` and `expect` turn an answer ARM could not have sent (not JSON, nested past the parser, not
+the SDK's model, fields of the wrong type) into one `CloudApiError` naming the call.
+
 The Azure SDK's default retry policy sleeps through a 429 (for as long as ``Retry-After`` says) and
 retries; we want a bounded budget instead: 5xx and connection errors are retried a few times,
 waits are capped, and a 429 closes the `ThrottleGate` so later calls fail fast without a request.
@@ -7,10 +10,11 @@ waits are capped, and a 429 closes the `ThrottleGate` so later calls fail fast w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
-from collections.abc import Callable
-from typing import Any, ClassVar, NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 from azure.core import AzureClouds
 from azure.core.exceptions import AzureError, HttpResponseError, ResourceNotFoundError
@@ -18,7 +22,7 @@ from azure.core.pipeline import PipelineRequest, PipelineResponse
 from azure.core.pipeline.policies import RetryPolicy
 from azure.mgmt.core.tools import get_arm_endpoints
 
-from cloudzones import errors, retry
+from cloudzones import errors, retry, shapes
 from providers.azure.throttle import ThrottleGate
 
 _CLOUDS = {
@@ -166,3 +170,37 @@ def raise_cloud_error(exc: AzureError, action: str, *, gate: ThrottleGate | None
 def is_not_found(exc: BaseException) -> bool:
     """Whether an azure-core error means the resource does not exist."""
     return isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404
+
+
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def reading(action: str) -> Iterator[None]:
+    """Within: an unreadable ARM answer to ``action`` becomes one `CloudApiError` saying what was wrong.
+
+    JSON nested past the parser raises RecursionError (in azure-core's decode policy or ours); text that
+    is not JSON or not UTF-8, a body the SDK cannot deserialize into its models (its
+    DeserializationError) and `expect` raise ValueError; `shapes.check` raises `shapes.ShapeError`; the
+    SDK's generated pagers take every page for an object (``deserialized.get("value")``) and raise
+    AttributeError on a list or a string. Our own errors pass through unchanged.
+    """
+    try:
+        yield
+    except RecursionError:
+        raise errors.CloudApiError(f"ARM {action}: the answer is JSON nested too deeply to read") from None
+    except shapes.ShapeError as exc:
+        raise errors.CloudApiError(f"ARM {action}: unexpected answer: {exc}") from None
+    except errors.CloudZonesError:
+        raise
+    except (ValueError, AttributeError, TypeError) as exc:
+        detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "cannot be deserialized"
+        raise errors.CloudApiError(f"ARM {action}: unexpected answer ({type(exc).__name__}: {detail})") from None
+
+
+def expect(value: Any, kind: type[T] | tuple[type[T], ...]) -> T:
+    """``value`` if it is the SDK model ``kind`` (a body that is a list or a string comes back as itself)."""
+    if not isinstance(value, kind):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ValueError(f"expected a {names}, got {shapes.describe(value)}")
+    return value

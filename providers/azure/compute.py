@@ -20,6 +20,7 @@ from azure.mgmt.compute import models as compute_models
 # use the one for the hot list so that the request stays exactly the SDK's while we skip its model layer.
 from azure.mgmt.compute.operations import _operations
 
+from cloudzones import shapes
 from providers.azure import arm
 
 
@@ -51,6 +52,12 @@ def _text(value: Any) -> str:
     return str(getattr(value, "value", value) or "")
 
 
+_INSTANCE_JSON = {"name": str, "location": str, "zones": shapes.ListOf(str), "instanceId": str,
+                  "properties": {"osProfile": {"computerName": str}, "instanceView": {"platformFaultDomain": int}}}
+_PAGE = {"value": shapes.ListOf(_INSTANCE_JSON), "nextLink": str}
+"""What `_instance_json` reads of a page of ARM's instance list, checked before it is read."""
+
+
 def _instance_json(item: dict[str, Any]) -> Instance:
     """`_instance` of a VM or scale-set instance as ARM's JSON has it (camelCase under ``properties``)."""
     properties = item.get("properties") or {}
@@ -65,6 +72,7 @@ def _instance_json(item: dict[str, Any]) -> Instance:
 
 
 def _instance(model: Any) -> Instance:
+    model = arm.expect(model, (compute_models.VirtualMachine, compute_models.VirtualMachineScaleSetVM))
     os_profile = getattr(model, "os_profile", None)
     computer = (getattr(os_profile, "computer_name", None) or model.name or "").lower()
     view = getattr(model, "instance_view", None)
@@ -90,6 +98,12 @@ class Disk:
 
 
 def _disk(model: Any) -> Disk:
+    model = arm.expect(model, compute_models.Disk)
+    # ARM always says where a disk is; without it the PV would be labelled with nothing, silently.
+    if not model.location:
+        raise ValueError("a disk without a location")
+    if any(not isinstance(zone, str) for zone in model.zones or ()):
+        raise ValueError(f"a disk whose zones are {model.zones!r:.80}, not zone numbers")
     return Disk(id=model.id or "", name=model.name or "", location=model.location or "",
                 zones=tuple(model.zones or ()), sku=_text(getattr(getattr(model, "sku", None), "name", None)),
                 size_gib=int(getattr(model, "disk_size_gb", 0) or 0), managed_by=str(model.managed_by or ""),
@@ -98,6 +112,7 @@ def _disk(model: Any) -> Disk:
 
 
 def _scale_set(model: Any) -> ScaleSet:
+    model = arm.expect(model, compute_models.VirtualMachineScaleSet)
     profile = getattr(model, "virtual_machine_profile", None)
     os_profile = getattr(profile, "os_profile", None) if profile is not None else None
     prefix = getattr(os_profile, "computer_name_prefix", None) or model.name or ""
@@ -111,25 +126,29 @@ class ComputeApi(arm.ArmApi):
     client_class = ComputeManagementClient
 
     def _call(self, action: str, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except AzureError as exc:
-            arm.raise_cloud_error(exc, action)
+        with arm.reading(action):
+            try:
+                return fn()
+            except AzureError as exc:
+                arm.raise_cloud_error(exc, action)
 
     def get_vm(self, resource_group: str, name: str) -> Instance | None:
         """A VM with its instance view, or None when ARM says it does not exist."""
-        try:
-            model = self.client.virtual_machines.get(resource_group, name, expand="instanceView")
-        except AzureError as exc:
-            if arm.is_not_found(exc):
-                return None
-            arm.raise_cloud_error(exc, f"get VM {resource_group}/{name}")
-        found = _instance(model)
+        action = f"get VM {resource_group}/{name}"
+        with arm.reading(action):
+            try:
+                model = self.client.virtual_machines.get(resource_group, name, expand="instanceView")
+            except AzureError as exc:
+                if arm.is_not_found(exc):
+                    return None
+                arm.raise_cloud_error(exc, action)
+            found = _instance(model)
         if not found.zones and found.fault_domain is None:
             # Some API versions omit the instance view from an expanded GET; ask for it directly.
-            view = self._call(f"get instance view of VM {resource_group}/{name}",
-                              lambda: self.client.virtual_machines.instance_view(resource_group, name))
-            found = dataclasses.replace(found, fault_domain=getattr(view, "platform_fault_domain", None))
+            view = self._call(f"get instance view of VM {resource_group}/{name}", lambda: arm.expect(
+                self.client.virtual_machines.instance_view(resource_group, name),
+                compute_models.VirtualMachineInstanceView))
+            found = dataclasses.replace(found, fault_domain=view.platform_fault_domain)
         return found
 
     def list_vms(self, resource_group: str) -> list[Instance]:
@@ -151,12 +170,14 @@ class ComputeApi(arm.ArmApi):
         """
         request = _operations.build_virtual_machine_scale_set_vms_list_request(
             resource_group, scale_set, self.client._config.subscription_id, expand="instanceView")
-        try:
-            return [_instance_json(item) for item in self._raw_items(request)]
-        except AzureError as exc:
-            if arm.is_not_found(exc):
-                return None
-            arm.raise_cloud_error(exc, f"list instances of scale set {resource_group}/{scale_set}")
+        action = f"list instances of scale set {resource_group}/{scale_set}"
+        with arm.reading(action):
+            try:
+                return [_instance_json(item) for item in self._raw_items(request)]
+            except AzureError as exc:
+                if arm.is_not_found(exc):
+                    return None
+                arm.raise_cloud_error(exc, action)
 
     def _raw_items(self, request: HttpRequest) -> Iterator[dict[str, Any]]:
         """The ``value`` items of a paged ARM list, following ``nextLink``, as parsed JSON."""
@@ -167,6 +188,9 @@ class ComputeApi(arm.ArmApi):
             body = response.read()
             response.raise_for_status()
             page = json.loads(body)
+            if not isinstance(page, dict):
+                raise ValueError(f"expected a page of instances, got {shapes.describe(page)}")
+            shapes.check(page, _PAGE)
             yield from page.get("value") or []
             link = page.get("nextLink")
             if not link:
@@ -175,33 +199,39 @@ class ComputeApi(arm.ArmApi):
 
     def get_disk(self, resource_group: str, name: str) -> Disk | None:
         """A managed disk, or None when ARM says it does not exist."""
-        try:
-            return _disk(self.client.disks.get(resource_group, name))
-        except AzureError as exc:
-            if arm.is_not_found(exc):
-                return None
-            arm.raise_cloud_error(exc, f"get disk {resource_group}/{name}")
+        action = f"get disk {resource_group}/{name}"
+        with arm.reading(action):
+            try:
+                return _disk(self.client.disks.get(resource_group, name))
+            except AzureError as exc:
+                if arm.is_not_found(exc):
+                    return None
+                arm.raise_cloud_error(exc, action)
 
     def create_disk(self, resource_group: str, name: str, body: dict[str, Any], *, timeout: float) -> Disk:
         """PUT a disk and wait (bounded) for the long-running operation to finish."""
         action = f"create disk {resource_group}/{name}"
         poller = self._call(action, lambda: self.client.disks.begin_create_or_update(
             resource_group, name, compute_models.Disk(body)))
-        return _disk(self._call(action, lambda: poller.result(timeout=timeout)))
+        disk: Disk = self._call(action, lambda: _disk(poller.result(timeout=timeout)))
+        return disk
 
     def delete_disk(self, resource_group: str, name: str, *, timeout: float) -> None:
         """DELETE a disk and wait (bounded); a disk that is already gone is fine."""
-        try:
-            self.client.disks.begin_delete(resource_group, name).result(timeout=timeout)
-        except AzureError as exc:
-            if not arm.is_not_found(exc):
-                arm.raise_cloud_error(exc, f"delete disk {resource_group}/{name}")
+        action = f"delete disk {resource_group}/{name}"
+        with arm.reading(action):
+            try:
+                self.client.disks.begin_delete(resource_group, name).result(timeout=timeout)
+            except AzureError as exc:
+                if not arm.is_not_found(exc):
+                    arm.raise_cloud_error(exc, action)
 
     def _list(self, action: str, pages: Callable[[], Iterable[Any]], convert: Callable[[Any], Any],
               *, raw: bool = False) -> list[Any]:
-        try:
-            return [convert(model) for model in pages()]
-        except AzureError as exc:
-            if raw:
-                raise
-            arm.raise_cloud_error(exc, action)
+        with arm.reading(action):
+            try:
+                return [convert(model) for model in pages()]
+            except AzureError as exc:
+                if raw:
+                    raise
+                arm.raise_cloud_error(exc, action)

@@ -90,6 +90,8 @@ def fetch_instance_metadata(client: metadata.MetadataClient, *, imds_url: str = 
         body = json.loads(response.text)
     except ValueError as exc:
         raise errors.MetadataError(f"Azure IMDS returned invalid JSON: {response.text[:80]!r}") from exc
+    except RecursionError:
+        raise errors.MetadataError("Azure IMDS returned JSON nested too deeply to read") from None
     if not isinstance(body, dict):
         raise errors.MetadataError(f"Azure IMDS returned {type(body).__name__}, not an object")
     return body
@@ -98,7 +100,7 @@ def fetch_instance_metadata(client: metadata.MetadataClient, *, imds_url: str = 
 def _error_text(text: str) -> str:
     try:
         body = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text[:200] or "(empty body)"
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         return str(body["error"])

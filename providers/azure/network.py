@@ -75,6 +75,10 @@ class LoadBalancer:
                    frontends=frontends, pools=pools, provisioning_state=str(props.get("provisioningState") or ""))
 
 
+_MODELS = (network_models.PublicIPAddress, network_models.LoadBalancer)
+"""What the SDK hands back for the resources read here (a body that is not an object comes back as itself)."""
+
+
 class NetworkApi(arm.ArmApi):
     """Public IP and load balancer reads and writes for one subscription, gated, counted, bounded."""
 
@@ -105,23 +109,25 @@ class NetworkApi(arm.ArmApi):
                              resource_group, name, network_models.LoadBalancer(dict(body)), **kw))
 
     def _get(self, action: str, fn: Callable[[], Any]) -> dict[str, Any] | None:
-        try:
-            model = fn()
-        except AzureError as exc:
-            if arm.is_not_found(exc):
-                return None
-            arm.raise_cloud_error(exc, action)
-        return dict(model.as_dict())
+        with arm.reading(action):
+            try:
+                model = fn()
+            except AzureError as exc:
+                if arm.is_not_found(exc):
+                    return None
+                arm.raise_cloud_error(exc, action)
+            return dict(arm.expect(model, _MODELS).as_dict())
 
     def _put(self, action: str, etag: str, timeout: float, begin: Callable[..., Any]) -> dict[str, Any]:
         options = {"headers": {"If-Match": etag}} if etag else {}
-        try:
-            model = begin(**options).result(timeout=timeout)
-        except AzureError as exc:
-            if getattr(exc, "status_code", None) == 412:
-                arm.raise_cloud_error(exc, f"{action} (it changed since it was read; run again)")
-            arm.raise_cloud_error(exc, action)
-        return dict(model.as_dict())
+        with arm.reading(action):
+            try:
+                model = begin(**options).result(timeout=timeout)
+            except AzureError as exc:
+                if getattr(exc, "status_code", None) == 412:
+                    arm.raise_cloud_error(exc, f"{action} (it changed since it was read; run again)")
+                arm.raise_cloud_error(exc, action)
+            return dict(arm.expect(model, _MODELS).as_dict())
 
 
 def plan_public_ip(api: NetworkApi, *, resource_group: str, location: str, name: str,
