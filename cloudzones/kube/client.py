@@ -29,23 +29,10 @@ import urllib3
 
 from cloudzones import documents, errors, shapes
 from cloudzones import retry as retry_
-from cloudzones.kube.resources import (
-    EVENTS,
-    LEASES,
-    NODES,
-    PERSISTENT_VOLUME_CLAIMS,
-    PERSISTENT_VOLUMES,
-    PODS,
-    RESOURCES,
-    STORAGE_CLASSES,
-    Resource,
-)
+from cloudzones.kube.resources import RESOURCES, Resource
 from cloudzones.kube.watch import WatchEvent, WatchStream, error_from_status
 
-__all__ = [
-    "EVENTS", "LEASES", "NODES", "PERSISTENT_VOLUMES", "PERSISTENT_VOLUME_CLAIMS", "PODS", "RESOURCES",
-    "STORAGE_CLASSES", "KubeClient", "Resource", "WatchEvent", "WatchStream",
-]
+__all__ = ["KubeClient", "WatchEvent", "WatchStream"]
 
 logger = logging.getLogger(__name__)
 
