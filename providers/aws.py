@@ -46,12 +46,13 @@ class AwsProvider:
         if response.status == 403:
             raise errors.MetadataError("AWS IMDS refused a session token (HTTP 403): IMDS is turned off for this"
                                        " instance or the request was not allowed")
-        if response.status != 200 or not response.text.strip():
+        token = response.text.strip()
+        if response.status != 200 or not token:
             raise errors.MetadataError(f"AWS IMDS did not issue a session token (HTTP {response.status})")
-        if not _TOKEN.fullmatch(response.text.strip()):
+        if not _TOKEN.fullmatch(token):
             # Not shown: it may be a credential, and is not text we could send back in a header anyway.
             raise errors.MetadataError("AWS IMDS issued a session token that is not token text")
-        return response.text.strip()
+        return token
 
     def _get(self, path: str) -> str:
         if self._token is None:

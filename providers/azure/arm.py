@@ -115,6 +115,9 @@ def client_options(gate: ThrottleGate, *, settings: ArmSettings, sleep: Callable
     return options
 
 
+T = TypeVar("T")
+
+
 class ArmApi:
     """Base of the per-SDK ARM clients (compute, network): one subscription, our retry policy, gate and counters.
 
@@ -131,6 +134,24 @@ class ArmApi:
         self.subscription_id = subscription_id
         self.client = self.client_class(credential, subscription_id, base_url=base_url,
                                         credential_scopes=credential_scopes, **options)
+
+    def _call(self, action: str, fn: Callable[[], T]) -> T:
+        """``fn()`` (an SDK call and what we make of its answer); its failures as one `CloudApiError`."""
+        with reading(action):
+            try:
+                return fn()
+            except AzureError as exc:
+                raise_cloud_error(exc, action)
+
+    def _find(self, action: str, fn: Callable[[], T]) -> T | None:
+        """`_call`, but None when ARM says the resource does not exist."""
+        with reading(action):
+            try:
+                return fn()
+            except AzureError as exc:
+                if is_not_found(exc):
+                    return None
+                raise_cloud_error(exc, action)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(subscription_id={self.subscription_id!r})"
@@ -170,9 +191,6 @@ def raise_cloud_error(exc: AzureError, action: str, *, gate: ThrottleGate | None
 def is_not_found(exc: BaseException) -> bool:
     """Whether an azure-core error means the resource does not exist."""
     return isinstance(exc, ResourceNotFoundError) or getattr(exc, "status_code", None) == 404
-
-
-T = TypeVar("T")
 
 
 @contextlib.contextmanager

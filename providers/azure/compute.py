@@ -9,9 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
-from azure.core.exceptions import AzureError
 from azure.core.rest import HttpRequest
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as compute_models
@@ -22,6 +21,8 @@ from azure.mgmt.compute.operations import _operations
 
 from cloudzones import shapes
 from providers.azure import arm
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -125,25 +126,11 @@ class ComputeApi(arm.ArmApi):
 
     client_class = ComputeManagementClient
 
-    def _call(self, action: str, fn: Callable[[], Any]) -> Any:
-        with arm.reading(action):
-            try:
-                return fn()
-            except AzureError as exc:
-                arm.raise_cloud_error(exc, action)
-
     def get_vm(self, resource_group: str, name: str) -> Instance | None:
         """A VM with its instance view, or None when ARM says it does not exist."""
-        action = f"get VM {resource_group}/{name}"
-        with arm.reading(action):
-            try:
-                model = self.client.virtual_machines.get(resource_group, name, expand="instanceView")
-            except AzureError as exc:
-                if arm.is_not_found(exc):
-                    return None
-                arm.raise_cloud_error(exc, action)
-            found = _instance(model)
-        if not found.zones and found.fault_domain is None:
+        found = self._find(f"get VM {resource_group}/{name}", lambda: _instance(
+            self.client.virtual_machines.get(resource_group, name, expand="instanceView")))
+        if found is not None and not found.zones and found.fault_domain is None:
             # Some API versions omit the instance view from an expanded GET; ask for it directly.
             view = self._call(f"get instance view of VM {resource_group}/{name}", lambda: arm.expect(
                 self.client.virtual_machines.instance_view(resource_group, name),
@@ -170,14 +157,8 @@ class ComputeApi(arm.ArmApi):
         """
         request = _operations.build_virtual_machine_scale_set_vms_list_request(
             resource_group, scale_set, self.client._config.subscription_id, expand="instanceView")
-        action = f"list instances of scale set {resource_group}/{scale_set}"
-        with arm.reading(action):
-            try:
-                return [_instance_json(item) for item in self._raw_items(request)]
-            except AzureError as exc:
-                if arm.is_not_found(exc):
-                    return None
-                arm.raise_cloud_error(exc, action)
+        return self._find(f"list instances of scale set {resource_group}/{scale_set}",
+                          lambda: [_instance_json(item) for item in self._raw_items(request)])
 
     def _raw_items(self, request: HttpRequest) -> Iterator[dict[str, Any]]:
         """The ``value`` items of a paged ARM list, following ``nextLink``, as parsed JSON."""
@@ -199,39 +180,20 @@ class ComputeApi(arm.ArmApi):
 
     def get_disk(self, resource_group: str, name: str) -> Disk | None:
         """A managed disk, or None when ARM says it does not exist."""
-        action = f"get disk {resource_group}/{name}"
-        with arm.reading(action):
-            try:
-                return _disk(self.client.disks.get(resource_group, name))
-            except AzureError as exc:
-                if arm.is_not_found(exc):
-                    return None
-                arm.raise_cloud_error(exc, action)
+        return self._find(f"get disk {resource_group}/{name}",
+                          lambda: _disk(self.client.disks.get(resource_group, name)))
 
     def create_disk(self, resource_group: str, name: str, body: dict[str, Any], *, timeout: float) -> Disk:
         """PUT a disk and wait (bounded) for the long-running operation to finish."""
         action = f"create disk {resource_group}/{name}"
         poller = self._call(action, lambda: self.client.disks.begin_create_or_update(
             resource_group, name, compute_models.Disk(body)))
-        disk: Disk = self._call(action, lambda: _disk(poller.result(timeout=timeout)))
-        return disk
+        return self._call(action, lambda: _disk(poller.result(timeout=timeout)))
 
     def delete_disk(self, resource_group: str, name: str, *, timeout: float) -> None:
         """DELETE a disk and wait (bounded); a disk that is already gone is fine."""
-        action = f"delete disk {resource_group}/{name}"
-        with arm.reading(action):
-            try:
-                self.client.disks.begin_delete(resource_group, name).result(timeout=timeout)
-            except AzureError as exc:
-                if not arm.is_not_found(exc):
-                    arm.raise_cloud_error(exc, action)
+        self._find(f"delete disk {resource_group}/{name}",
+                   lambda: self.client.disks.begin_delete(resource_group, name).result(timeout=timeout))
 
-    def _list(self, action: str, pages: Callable[[], Iterable[Any]], convert: Callable[[Any], Any],
-              *, raw: bool = False) -> list[Any]:
-        with arm.reading(action):
-            try:
-                return [convert(model) for model in pages()]
-            except AzureError as exc:
-                if raw:
-                    raise
-                arm.raise_cloud_error(exc, action)
+    def _list(self, action: str, pages: Callable[[], Iterable[Any]], convert: Callable[[Any], T]) -> list[T]:
+        return self._call(action, lambda: [convert(model) for model in pages()])

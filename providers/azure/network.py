@@ -109,14 +109,7 @@ class NetworkApi(arm.ArmApi):
                              resource_group, name, network_models.LoadBalancer(dict(body)), **kw))
 
     def _get(self, action: str, fn: Callable[[], Any]) -> dict[str, Any] | None:
-        with arm.reading(action):
-            try:
-                model = fn()
-            except AzureError as exc:
-                if arm.is_not_found(exc):
-                    return None
-                arm.raise_cloud_error(exc, action)
-            return dict(arm.expect(model, _MODELS).as_dict())
+        return self._find(action, lambda: dict(arm.expect(fn(), _MODELS).as_dict()))
 
     def _put(self, action: str, etag: str, timeout: float, begin: Callable[..., Any]) -> dict[str, Any]:
         options = {"headers": {"If-Match": etag}} if etag else {}
