@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 ZONE: Final = "topology.kubernetes.io/zone"
@@ -26,3 +27,12 @@ REGION_KEYS: Final = (REGION, BETA_REGION)
 #: Pod annotation written by the pod zone annotator: the node's topology label values joined
 #: with ``_`` in key order (``eastus-1_eastus`` for zone, region), the Loki operator's convention.
 POD_ZONES: Final = "topology.cloudzones.io/zones"
+
+
+_KEY: Final = re.compile(r"(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?")
+
+
+def is_label_key(value: str) -> bool:
+    """Whether ``value`` is a label key the API server accepts: an optional DNS-subdomain prefix and ``/``, then a
+    name of at most 63 letters, digits, ``-``, ``_`` or ``.``, starting and ending with a letter or digit."""
+    return _KEY.fullmatch(value) is not None

@@ -19,6 +19,18 @@ _FACTORS = {"": Fraction(1), "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "
             "Gi": Fraction(2**30), "Ti": Fraction(2**40), "Pi": Fraction(2**50), "Ei": Fraction(2**60)}
 
 
+_DIGITS = re.compile(r"[0-9]{1,18}")
+
+
+def digits(text: str) -> int | None:
+    """The number ``text`` writes in 1 to 18 plain ASCII digits (``"042"`` → 42), else None.
+
+    ``int()`` also takes ``" 1"``, ``"1_0"``, ``"+1"`` and other scripts' digits, and past 4,300 digits raises
+    a ValueError that would escape as a traceback: counts read from input text go through here instead.
+    """
+    return int(text) if _DIGITS.fullmatch(text) else None
+
+
 class InvalidQuantity(errors.CloudZonesError, ValueError):
     """Not a Kubernetes quantity."""
 

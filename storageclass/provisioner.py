@@ -9,12 +9,11 @@ cloud SDKs.
 from __future__ import annotations
 
 import logging
-import math
-import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Protocol
 
 from cloudzones import errors, labels
+from cloudzones import quantity as quantities
 from storageclass.parameters import AZURE_DISK_PROVISIONERS
 from storageclass.spec import StorageClassSpec
 from storageclass.topology import volume_topology
@@ -25,9 +24,6 @@ log = logging.getLogger(__name__)
 IN_TREE = "kubernetes.io/azure-disk"
 CSI_DRIVER = "disk.csi.azure.com"
 _GIB = 1024**3
-_QUANTITY = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m|)")
-_FACTORS = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-            "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 
 
 class DiskLike(Protocol):
@@ -50,13 +46,13 @@ class DiskProvider(Protocol):
 
 def size_in_gib(quantity: str) -> int:
     """A Kubernetes quantity (``10Gi``, ``100G``, ``512Mi``) rounded up to whole GiB, as Azure disks are sized."""
-    match = _QUANTITY.fullmatch(str(quantity).strip())
-    if not match:
-        raise errors.CloudZonesError(f"storage request {quantity!r} is not a Kubernetes quantity")
-    size = float(match["number"]) * _FACTORS[match["suffix"]]
+    try:
+        size = quantities.parse(quantity, "storage request")
+    except quantities.InvalidQuantity as exc:
+        raise errors.CloudZonesError(str(exc)) from None
     if size <= 0:
-        raise errors.CloudZonesError(f"storage request {quantity!r} must be positive")
-    return max(1, math.ceil(size / _GIB))
+        raise errors.CloudZonesError(f"storage request {quantity!r:.60} must be positive")
+    return max(1, -(-size // _GIB))
 
 
 class Provisioner:

@@ -57,6 +57,8 @@ class TestAzureConfig:
         ({"cloud": "AzureGermanCloud"}, "AzureGermanCloud"), ({"vmType": "scaleset"}, "scaleset"),
         ({"loadBalancerSku": "premium"}, "premium"), ({"useManagedIdentityExtension": "yes"}, "yes"),
         ({"vmCacheTTLInSeconds": -5}, "-5"), ({"resourceGroup": ["a"]}, "['a']"),
+        ({"vmCacheTTLInSeconds": "nan"}, "'nan'"), ({"vmssVirtualMachinesCacheTTLInSeconds": "inf"}, "'inf'"),
+        ({"vmCacheTTLInSeconds": "1" + "0" * 400}, "must be a non-negative number of seconds"),
     ])
     def test_invalid_values_named(self, mapping: dict[str, object], needle: str) -> None:
         """Bad values raise ConfigError naming the value."""

@@ -109,6 +109,8 @@ class TestZoneRefusals:
         ({"location": 0, "zone": "2"}, "compute.location must be a region name, got 0"),
         ({"location": "east us!", "zone": "2"}, "is not an Azure region name"),
         ({"location": "eastus", "platformFaultDomain": "x"}, "compute.platformFaultDomain must be a whole number"),
+        ({"location": "eastus", "zone": "9" * 5000}, "instance metadata zone '99999"),
+        ({"location": "eastus", "zone": "1234567890"}, "is not an integer zone id"),
     ])
     def test_wrong_values_in_imds_document(self, tmp_path: pathlib.Path, compute: dict[str, object], message: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:

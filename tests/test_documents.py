@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -37,6 +39,26 @@ class TestLoader:
             documents.load_all(path, what="nodes file")
         text = str(info.value)
         assert text.startswith(f"nodes file {path}: ") and message in text and "\n" not in text
+
+    def test_deep_nesting_does_not_crash(self, tmp_path: pathlib.Path) -> None:
+        """100,000 levels in flow and block YAML and in JSON: one line each, in a child process.
+
+        A child, because the failure this guards against is the process dying (PyYAML 6.0.3's C composer
+        recursed until a segmentation fault), which would take the test run down with it.
+        """
+        texts = {"flow.yaml": "[" * 100_000, "block.yaml": "- " * 100_000, "map.json": '{"a":' * 100_000,
+                 "map.yaml": "{a: " * 100_000}
+        for name, text in texts.items():
+            write(tmp_path, text, name)
+        script = ("import sys\nfrom cloudzones import documents\n"
+                  "for path in sys.argv[1:]:\n"
+                  "    try:\n        documents.load_all(path)\n"
+                  "    except documents.InputError as exc:\n        print(exc)\n")
+        child = subprocess.run([sys.executable, "-c", script, *(str(tmp_path / n) for n in texts)],
+                               capture_output=True, text=True, timeout=120, check=False)
+        assert child.returncode == 0, f"exit {child.returncode}: {child.stderr[-500:]}"
+        lines = child.stdout.splitlines()
+        assert len(lines) == len(texts) and all("nested more than 64 levels deep" in line for line in lines), lines
 
     def test_directory(self, tmp_path: pathlib.Path) -> None:
         """A directory is refused before any read."""

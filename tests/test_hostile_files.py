@@ -10,6 +10,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import tempfile
 from typing import Any
 
@@ -73,6 +74,7 @@ def run(argv: list[str], content: bytes) -> None:
     if code == 1:
         errors = [line for line in text.splitlines() if line.startswith("cloudzones")]
         assert len(errors) == 1, f"{argv}: expected one error line, got:\n{text}"
+        assert len(errors[0]) <= 2000, f"{argv}: a {len(errors[0]):,}-character error line: {errors[0][:300]}"
 
 
 class TestAnyBytes:
@@ -136,3 +138,34 @@ class TestAnyJsonSnapshot:
     def test_shapes(self, argv: list[str], document: Any) -> None:
         """Any JSON shape: a clean exit."""
         run(argv, json.dumps(document).encode())
+
+
+# The real input each FILE slot takes, for TestHugeNumbers.
+NATURAL = [PVC, SC, str(PLANS / "nodes-3zones.yaml"), str(PLANS / "loki-zone-aware.yaml"), NODES,
+           str(PLANS / "fdb-three-data-hall.yaml"), str(PLANS / "longhorn-volumes.yaml"),
+           str(PLANS / "snapshot-3zones.yaml"), str(PLANS / "snapshot-3zones.yaml"), NODES,
+           str(FIXTURES / "imds" / "azure" / "GetInstanceMetadata_2021-11-15.spec-example.json"),
+           str(FIXTURES / "scenarios" / "default.yaml")]
+
+
+def grown(value: Any) -> Any:
+    """``value`` with every run of digits inside its strings led by 5,000 nines (distinct values stay distinct)."""
+    if isinstance(value, str):
+        return re.sub(r"[0-9]+", lambda digits: "9" * 5000 + digits[0], value)
+    if isinstance(value, list):
+        return [grown(v) for v in value]
+    if isinstance(value, dict):
+        return {k: grown(v) for k, v in value.items()}
+    return value
+
+
+class TestHugeNumbers:
+    """Real inputs with every number in their strings grown past int()'s 4,300-digit limit (zones, ordinals,
+    annotations, sizes, selector values): a clean exit, never the ValueError int() raises."""
+
+    @pytest.mark.parametrize(("argv", "natural"), list(zip(COMMANDS, NATURAL, strict=True)),
+                             ids=lambda a: " ".join(a[:3]) if isinstance(a, list) else "")
+    def test_grown(self, argv: list[str], natural: str) -> None:
+        """Every number in every string of the real file, 5,000 digits long: a clean exit."""
+        real = list(yaml.safe_load_all(pathlib.Path(natural).read_text(encoding="utf-8")))
+        run(argv, yaml.safe_dump_all([grown(d) for d in real], width=10**6).encode())

@@ -160,12 +160,12 @@ class TestSizeInGib:
     """Kubernetes quantities round up to whole GiB."""
 
     @pytest.mark.parametrize(("quantity", "gib"), [("10Gi", 10), ("1Ti", 1024), ("100G", 94), ("512Mi", 1),
-                                                   ("1500Mi", 2), ("5368709120", 5)])
+                                                   ("1500Mi", 2), ("5368709120", 5), ("1e9", 1), ("1.5Gi", 2)])
     def test_valid(self, quantity: str, gib: int) -> None:
         """Binary and decimal suffixes."""
         assert size_in_gib(quantity) == gib
 
-    @pytest.mark.parametrize("quantity", ["", "ten", "-1Gi", "0", "1Xi"])
+    @pytest.mark.parametrize("quantity", ["", "ten", "-1Gi", "0", "1Xi", "9" * 5000 + "Gi", "1e400"])
     def test_invalid(self, quantity: str) -> None:
         """Garbage is a clear error."""
         with pytest.raises(errors.CloudZonesError):

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cloudzones
-from cloudzones import errors, labels
+from cloudzones import errors, labels, topology
 from cloudzones.topology import normalize_region, parse_zone_id
 
 
@@ -23,12 +23,21 @@ class TestMakeZone:
         """Valid ids give lower-case region plus the integer."""
         assert cloudzones.make_zone(region, zone) == expected
 
-    @pytest.mark.parametrize("zone", ["a", " 1", "1_0", "", "+2", "-1", "1 ", "١", -1, True, 1.0, None])
+    @pytest.mark.parametrize("zone", ["a", " 1", "1_0", "", "+2", "-1", "1 ", "١", -1, True, 1.0, None,
+                                      "1234567890", 10**9])
     def test_invalid(self, zone: object) -> None:
-        """Anything that is not non-negative ASCII digits raises InvalidZone naming the value."""
+        """Anything that is not non-negative ASCII digits (at most nine) raises InvalidZone naming the value."""
         with pytest.raises(errors.InvalidZone) as info:
             cloudzones.make_zone("eastus", zone)  # type: ignore[arg-type]
         assert repr(zone) in str(info.value)
+
+    @pytest.mark.parametrize("zone", ["9" * 5000, 10**4000])
+    def test_huge_ids_refused(self, zone: object) -> None:
+        """A 5,000-digit id is refused as a zone id, never the ValueError int() and str() raise past 4,300 digits."""
+        with pytest.raises(errors.InvalidZone, match="at most 9 digits|1-9 digits"):
+            cloudzones.make_zone("eastus", zone)  # type: ignore[arg-type]
+        assert cloudzones.zone_id(f"eastus-{'9' * 5000}", "eastus") == ""
+        assert not topology.is_fault_domain("9" * 5000)
 
     def test_invalid_zone_is_value_error(self) -> None:
         """InvalidZone is also a ValueError and a CloudZonesError."""

@@ -134,6 +134,16 @@ class TestCommand:
         assert main(["report", "-f", str(SNAPSHOT), "-n", "app"]) == 2
         assert capsys.readouterr().err.count("\n") == 1
 
+    @pytest.mark.parametrize("command", [["report"], ["plan", "outage", "--zone", "eastus-1"]])
+    @pytest.mark.parametrize("key", ["\udcff", "zone key", "zone-", "a/b/c", ""])
+    def test_zone_key_must_be_a_label_key(self, command: list[str], key: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+        """A --zone-key no node could carry (every node would look zone-less) is a usage error naming it."""
+        with pytest.raises(SystemExit) as caught:
+            main([*command, "-f", str(SNAPSHOT), "--zone-key", key])
+        last = capsys.readouterr().err.splitlines()[-1]
+        assert caught.value.code == 2 and f"argument --zone-key: {key!r} is not a label key" in last
+
 
 class TestLive:
     """Without -f the cluster is read through kubeconfig: the same answer as its snapshot."""

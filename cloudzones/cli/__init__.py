@@ -102,11 +102,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except errors.UsageError as exc:
-        print(f"cloudzones {args.command}: error: {exc}", file=sys.stderr)
+        from cloudzones.cli import output
+
+        output.error(args.command, exc)
         return 2
     except errors.CloudZonesError as exc:
+        from cloudzones.cli import output
+
         log.debug("command failed", exc_info=True)
-        print(f"cloudzones {args.command}: error: {exc}", file=sys.stderr)
+        output.error(args.command, exc)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from cloudzones import errors, kube
+from cloudzones import errors, kube, labels
 from cloudzones.services import health
 
 log = logging.getLogger("cloudzones.service")
@@ -108,7 +108,7 @@ def selector_problem(value: str) -> str:
             return f"cannot read {term.strip()!r}"
         values = ([match["value"]] if match["value"] is not None else
                   [v.strip() for v in (match["values"] or "").split(",")] if match["values"] is not None else [])
-        if not _KEY.fullmatch(match["key"]):
+        if not labels.is_label_key(match["key"]):
             return f"{match['key']!r} is not a label key"
         bad = [v for v in values if not _VALUE.fullmatch(v)]
         if bad:
@@ -134,7 +134,6 @@ def _int(value: str) -> int | None:
 
 _PROVISIONER = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 _DNS_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-_KEY = re.compile(r"(?:[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?")
 _VALUE = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?)?")
 _TERM = re.compile(r"(?P<neg>!)?\s*(?P<key>[^\s=!,()]+)\s*(?:(?:==?|!=)\s*(?P<value>[^\s=!,()]*)|"
                    r"\s+(?:in|notin)\s*\((?P<values>[^()]*)\))?")

@@ -15,6 +15,14 @@ FORMATS = ("table", "json", "yaml")
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
+def error(command: str, problem: BaseException) -> None:
+    """Print ``cloudzones <command>: error: <problem>`` as one line on stderr: line breaks folded, and any word of
+    over 300 characters (a hostile file's 5,000-digit zone label, quoted back) cut to its first 200 and its length."""
+    words = str(problem).split()
+    text = " ".join(w if len(w) <= 300 else f"{w[:200]}… ({len(w):,} characters)" for w in words)
+    print(f"cloudzones {command}: error: {text}", file=sys.stderr)
+
+
 def add_output_option(parser: argparse.ArgumentParser) -> None:
     """Add the shared ``-o/--output`` option."""
     parser.add_argument("-o", "--output", default="table", choices=FORMATS, help="output format (default table)")

@@ -58,7 +58,7 @@ def register(subparsers: Any) -> None:
                              help="the input (see README: cloudzones plan)")
         if name == "outage":
             sub.add_argument("--zone", required=True, help="the zone to lose (a node zone label value)")
-            sub.add_argument("--zone-key", default="topology.kubernetes.io/zone",
+            sub.add_argument("--zone-key", default="topology.kubernetes.io/zone", type=report.label_key,
                              help="the node label holding the zone (default topology.kubernetes.io/zone)")
         else:
             sub.add_argument("--nodes", type=pathlib.Path, metavar="NODES.yaml",
@@ -177,7 +177,7 @@ def _run(build: Callable[[], Any], fmt: str, text: Callable[[Any], str]) -> int:
     except errors.InvalidWorkloadSpec as exc:
         data = {"findings": findings.as_dicts(exc.findings), "ok": False}
         output.emit(data, fmt, text=_findings_text(exc.findings))
-        print(f"cloudzones plan: error: {exc}", file=sys.stderr)
+        output.error("plan", exc)
         return 1
     output.emit(result.as_dict(), fmt, text=text(result))
     if not result.ok:

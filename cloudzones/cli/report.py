@@ -14,7 +14,7 @@ import pathlib
 import sys
 from typing import Any
 
-from cloudzones import documents, errors
+from cloudzones import documents, errors, labels
 from cloudzones.cli import output
 from cloudzones.cli.output import summary
 
@@ -25,11 +25,18 @@ def register(subparsers: Any) -> None:
     """Add the ``report`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser("report", help=HELP, description=summary(__doc__))
     add_source_options(parser, what="SNAPSHOT.yaml")
-    parser.add_argument("--zone-key", default="topology.kubernetes.io/zone",
+    parser.add_argument("--zone-key", default="topology.kubernetes.io/zone", type=label_key,
                         help="the node label holding the zone (default topology.kubernetes.io/zone)")
     parser.add_argument("--html", type=pathlib.Path, metavar="FILE", help="also write a self-contained HTML page")
     output.add_output_option(parser)
     parser.set_defaults(handler=run)
+
+
+def label_key(value: str) -> str:
+    """A label key (``--zone-key``): one that no node could carry would report every node as zone-less."""
+    if not labels.is_label_key(value):
+        raise argparse.ArgumentTypeError(f"{value!r:.80} is not a label key (like topology.kubernetes.io/zone)")
+    return value
 
 
 def add_source_options(parser: argparse.ArgumentParser, *, what: str, required: bool = False) -> None:

@@ -83,7 +83,7 @@ def handler(args: argparse.Namespace) -> int:
     except (errors.InvalidStorageClass, errors.NoZonedNodes) as exc:
         record.update(ok=False, rule=exc.rule, error=str(exc), zones=[])
         _emit(record, args.output)
-        print(f"cloudzones volume-zone: error: {exc}", file=sys.stderr)
+        output.error("volume-zone", exc)
         return 1
     record.update(ok=True, **choice.as_dict())
     _emit(record, args.output)

@@ -228,7 +228,10 @@ def _parse_int64(text: str | None) -> int | None:
     digits = text[1:] if text[0] in "+-" else text
     if not digits or not all("0" <= ch <= "9" for ch in digits):
         return None
-    value = int(text)
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > 19:  # past int64 anyway, and int() raises past 4,300 digits
+        return None
+    value = -int(significant) if text[0] == "-" else int(significant)
     return value if _INT64[0] <= value <= _INT64[1] else None
 
 

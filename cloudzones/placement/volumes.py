@@ -54,7 +54,7 @@ _UINT32 = 0xFFFFFFFF
 _FNV_OFFSET = 2166136261
 _FNV_PRIME = 16777619
 # strconv.ParseUint(s, 10, 32): ASCII digits only (no sign, no "_", no non-ASCII digits).
-_ORDINAL = re.compile(r"[0-9]+")
+_ORDINAL = re.compile(r"[0-9]{1,10}")  # a uint32 has at most 10 digits; int() raises past 4,300
 
 
 def fnv1_32(text: str) -> int:

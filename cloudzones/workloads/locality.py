@@ -28,7 +28,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudzones import errors, labels, placement, shapes
+from cloudzones import errors, labels, placement, quantity, shapes
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import findings as f
 
@@ -323,4 +323,4 @@ def _bytes(value: Any) -> int:
     factor = _SUFFIXES.get(text[-2:], 1)
     if factor > 1:
         text = text[:-2]
-    return int(text) * factor if text.isascii() and text.isdigit() else 0
+    return (quantity.digits(text) or 0) * factor

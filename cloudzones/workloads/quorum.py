@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from cloudzones import placement, shapes
+from cloudzones import placement, quantity, shapes
 from cloudzones.workloads import _manifests as m
 from cloudzones.workloads import findings as f
 
@@ -242,7 +242,7 @@ def _replication_factor(members: Sequence[Mapping[str, Any]], key: str, found: l
     if len(values) > 1:
         found.append(f.warning("replication-factor-mixed", f"pods disagree on {REPLICATION_FACTOR_ANNOTATION}: "
                                f"{sorted(str(v) for v in values)}; using the largest", key))
-    numbers = [int(v) for v in values if v and v.isascii() and v.isdigit() and int(v) > 0]
+    numbers = [n for n in map(quantity.digits, map(str, values)) if n]
     if not numbers:
         found.append(f.warning("replication-factor-invalid", f"{REPLICATION_FACTOR_ANNOTATION} is not a positive "
                                f"integer ({sorted(str(v) for v in values)}); treating the pods as a member quorum",

@@ -8,6 +8,7 @@ Secrets never appear in ``repr``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -154,6 +155,6 @@ def _seconds(raw: Mapping[str, Any], key: str, default: float) -> float:
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = -1.0
-    if seconds < 0 or isinstance(value, bool):
+    if not math.isfinite(seconds) or seconds < 0 or isinstance(value, bool):  # "nan" and "inf" read as floats
         raise errors.ConfigError(f"cloud config key {key!r} must be a non-negative number of seconds, got {value!r}")
     return seconds

@@ -66,12 +66,12 @@ def topology_from_imds(document: Mapping[str, Any]) -> Topology:
         if value is not None and not _DOMAIN.fullmatch(value):
             raise errors.MetadataError(f"instance metadata compute.{key} must be a whole number, got {value!r:.80}")
     if zone is not None and not isinstance(zone, str):
-        raise errors.InvalidZone(f"instance metadata zone must be a string of digits, got {zone!r}")
+        raise errors.InvalidZone(f"instance metadata zone must be a string of digits, got {zone!r:.40}")
     if zone:
         try:
             label = make_zone(region, zone)
         except errors.InvalidZone as exc:
-            raise errors.InvalidZone(f"instance metadata zone {zone!r} is not an integer zone id") from exc
+            raise errors.InvalidZone(f"instance metadata zone {zone!r:.40} is not an integer zone id") from exc
     elif fault_domain is not None:
         label = fault_domain
     else:
