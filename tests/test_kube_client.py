@@ -13,6 +13,7 @@ import yaml
 from cloudzones import errors, kube
 from cloudzones.retry import RetryPolicy
 from cloudzones.testing import FakeKubeApi
+from cloudzones.testing.tls import make_tls_files
 
 
 @pytest.fixture
@@ -278,3 +279,48 @@ class TestConstruction:
         monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
         with pytest.raises(errors.ConfigError, match="service account"):
             kube.KubeClient.from_environment()
+
+
+def _config(cluster: object, user: object = None, context: object = None, current: object = "c") -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Config", "current-context": current,
+            "clusters": [{"name": "c", "cluster": cluster}], "users": [{"name": "u", "user": user or {"token": "t"}}],
+            "contexts": [{"name": "c", "context": context or {"cluster": "c", "user": "u"}}]}
+
+
+SERVER = {"server": "https://127.0.0.1:6443"}
+
+
+class TestKubeconfigChecks:
+    """A wrong kubeconfig is one line naming the field at start-up, never the client's crash or a late failure."""
+
+    @pytest.mark.parametrize(("config", "message"), [
+        ({"clusters": 5}, "clusters: expected a list, got a number"),
+        ({"contexts": [1]}, "contexts[0]: expected a mapping, got a number"),
+        (_config(SERVER, context=5), "contexts[0].context: expected a mapping, got a number"),
+        (_config({"server": 5}), "clusters[0].cluster.server: expected a string, got a number"),
+        (_config(SERVER, user={"token": 5}), "users[0].user.token: expected a string, got a number"),
+        (_config(SERVER, current=7), "current-context: expected a string, got a number"),
+        (_config({"server": "not a url"}), "server 'not a url' is not an http:// or https:// URL with a host"),
+        (_config({"server": "https://host:99999"}), "server 'https://host:99999' is not an http:// or https:// URL"),
+        (_config({"server": "https://[::1"}), "cannot be used: Invalid IPv6 URL"),
+        (_config({**SERVER, "certificate-authority-data": "ISEh"}), "its certificate authority: not PEM that loads"),
+        (_config(SERVER, user={"client-certificate-data": "eA==", "client-key-data": "eA=="}),
+         "its client certificate and key: not PEM that loads"),
+    ])
+    def test_refused(self, tmp_path: Path, config: object, message: str) -> None:
+        """Each wrong field or value is named, with the file."""
+        path = tmp_path / "config"
+        path.write_text(yaml.safe_dump(config))
+        with pytest.raises(errors.ConfigError) as info:
+            kube.KubeClient.from_kubeconfig(str(path))
+        assert str(info.value).startswith(f"kubeconfig {path}: ") and message in str(info.value), info.value
+
+    def test_real_certificates_load(self, tmp_path: Path) -> None:
+        """A CA and a client pair that are real PEM pass the checks (checked, not only refused)."""
+        tls = make_tls_files(tmp_path / "tls")
+        path = tmp_path / "config"
+        path.write_text(yaml.safe_dump(_config({**SERVER, "certificate-authority": str(tls.ca_file)},
+                                               user={"client-certificate": str(tls.cert_file),
+                                                     "client-key": str(tls.key_file)})))
+        with kube.KubeClient.from_kubeconfig(str(path)) as c:
+            assert c.host == SERVER["server"]

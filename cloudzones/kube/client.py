@@ -27,8 +27,9 @@ import kubernetes.client
 import kubernetes.config
 import urllib3
 
-from cloudzones import documents, errors, shapes
+from cloudzones import errors, shapes
 from cloudzones import retry as retry_
+from cloudzones.kube import kubeconfig
 from cloudzones.kube.resources import RESOURCES, Resource
 from cloudzones.kube.watch import WatchEvent, WatchStream, error_from_status
 
@@ -139,20 +140,14 @@ class KubeClient:
         config = kubernetes.client.Configuration()
         # The client reads $KUBECONFIG once, at import; we read it when asked.
         path = path or os.environ.get("KUBECONFIG") or None
-        for each in (path or os.path.expanduser("~/.kube/config")).split(os.pathsep):
-            # The client crashes (TypeError, AttributeError) on a kubeconfig that is not a mapping: check first.
-            if each and (path or os.path.exists(each)):
-                loaded = documents.load_all(each, what="kubeconfig")
-                if len(loaded) != 1 or not isinstance(loaded[0], dict):
-                    got = shapes.describe(loaded[0]) if len(loaded) == 1 else f"{len(loaded)} documents"
-                    raise documents.InputError(f"kubeconfig {each}: expected a mapping (apiVersion: v1, kind: "
-                                               f"Config), got {got}")
+        kubeconfig.check_files(path)
         try:
             kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=path, context=context, client_configuration=config, persist_config=False)
         except (kubernetes.config.ConfigException, OSError, TypeError, AttributeError, ValueError, KeyError) as exc:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise errors.ConfigError(f"cannot use the kubeconfig {path or '(default)'}: {reason}") from exc
+            raise errors.ConfigError(f"kubeconfig {path or '(default)'}: cannot be used: {reason}") from exc
+        kubeconfig.check_configuration(config, path or "(default)")
         return cls._from_configuration(config, **options)
 
     @classmethod
