@@ -21,7 +21,7 @@ import gc
 import os
 import stat
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import orjson
@@ -63,11 +63,11 @@ def read_text(path: str | os.PathLike[str], *, what: str = "file", limit: int | 
     limit = limit_bytes() if limit is None else limit
     try:
         with open(name, "rb") as handle:
-            mode = os.fstat(handle.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
                 raise InputError(f"{what} {name}: {kind}")
-            data = handle.read(limit + 1)
+            data = _read(handle, info.st_size, limit)
     except IsADirectoryError:
         raise InputError(f"{what} {name}: a directory") from None
     except OSError as exc:
@@ -80,6 +80,22 @@ def read_text(path: str | os.PathLike[str], *, what: str = "file", limit: int | 
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} {name}: not UTF-8 text "
                          f"(byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+def _read(handle: BinaryIO, size: int, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``handle``, a file of ``size`` bytes by fstat."""
+    # read(n) allocates n bytes before it reads: asking for limit + 1 would cost a 1 KB file 64 MiB, and a
+    # limit of terabytes (CLOUDZONES_MAX_INPUT_MIB) a MemoryError. So the size fstat gave, plus one byte
+    # to notice a file that grew (or reports no size, as /proc files do); then on in bounded chunks.
+    chunks = [handle.read(min(size, limit) + 1)]
+    total = len(chunks[0])
+    while size < total <= limit:
+        chunk = handle.read(min(1 << 20, limit + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def parse(text: str, *, source: str) -> list[Any]:

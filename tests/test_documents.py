@@ -96,9 +96,15 @@ class TestLoader:
             documents.load_all(path)
         monkeypatch.setenv("CLOUDZONES_MAX_INPUT_MIB", "3")
         assert documents.load_all(path)[0]["a"].startswith("x")
+        monkeypatch.setenv("CLOUDZONES_MAX_INPUT_MIB", "9" * 30)  # read() once allocated the whole limit first
+        assert documents.load_all(path)[0]["a"].startswith("x")
         monkeypatch.setenv("CLOUDZONES_MAX_INPUT_MIB", "lots")
         with pytest.raises(InputError, match="CLOUDZONES_MAX_INPUT_MIB must be a positive whole number"):
             documents.load_all(path)
+
+    def test_file_without_a_size(self) -> None:
+        """A /proc file (fstat says 0 bytes) is read whole, not cut at the size fstat gave."""
+        assert "Name:" in documents.read_text("/proc/self/status")
 
     def test_json_and_yaml(self, tmp_path: pathlib.Path) -> None:
         """JSON, multi-document YAML, and YAML flow style starting with a brace all load; empty documents drop."""
