@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +16,7 @@ from cloudzones.services.webhook import server as webhook_server
 from cloudzones.services.webhook.deadlines import Deadlines
 from cloudzones.testing.tls import TlsFiles, make_tls_files
 from tests.conftest import FakeClock
-from tests.webhook_client import REVIEW, connect, post_review, start
+from tests.webhook_client import REVIEW, connect, post_review, serving, start, timed_review
 
 
 @pytest.fixture(scope="module")
@@ -46,20 +45,16 @@ class TestBudget:
     def test_silent_arm_answers_within_budget(self, tls: TlsFiles) -> None:
         """A lookup that never returns: allowed with a warning after the budget, then that connection is closed."""
         release = threading.Event()
-        srv = start(tls, lambda body: review.review(body, labels_for_volume=silent_lookup(release)),
-                    review_budget=budget.for_reviews(0.3))
-        try:
-            with connect(srv, tls.ca_file) as sock:
-                started = time.monotonic()
-                status, answer = post_review(sock)
-                elapsed = time.monotonic() - started
-                release.set()  # the review ends now: its own answer must not follow the late one
-                sock.settimeout(5)
-                assert sock.recv(1024) == b""
-        finally:
-            release.set()
-            srv.shutdown()
-            srv.server_close()
+        with serving(tls, lambda body: review.review(body, labels_for_volume=silent_lookup(release)),
+                     review_budget=budget.for_reviews(0.3)) as srv:
+            try:
+                with connect(srv, tls.ca_file) as sock:
+                    status, answer, elapsed = timed_review(sock)
+                    release.set()  # the review ends now: its own answer must not follow the late one
+                    sock.settimeout(5)
+                    assert sock.recv(1024) == b""
+            finally:
+                release.set()  # before the server closes: closing waits for the review
         assert status == 200 and 0.3 <= elapsed < 1.0 and answer["response"]["allowed"] is True
         assert answer["response"]["uid"] == json.loads(REVIEW)["request"]["uid"]
         assert "no answer from Azure within the 0.3 s review budget" in answer["response"]["warnings"][0]
@@ -68,15 +63,13 @@ class TestBudget:
     def test_fail_closed_denies(self, tls: TlsFiles) -> None:
         """With --fail-closed an over-budget review is a denial saying why."""
         release = threading.Event()
-        srv = start(tls, lambda body: review.review(body, labels_for_volume=silent_lookup(release), fail_closed=True),
-                    review_budget=budget.for_reviews(0.2, fail_closed=True))
-        try:
-            with connect(srv, tls.ca_file) as sock:
-                status, answer = post_review(sock)
-        finally:
-            release.set()
-            srv.shutdown()
-            srv.server_close()
+        with serving(tls, lambda body: review.review(body, labels_for_volume=silent_lookup(release), fail_closed=True),
+                     review_budget=budget.for_reviews(0.2, fail_closed=True)) as srv:
+            try:
+                with connect(srv, tls.ca_file) as sock:
+                    status, answer = post_review(sock)
+            finally:
+                release.set()
         assert status == 200 and answer["response"]["allowed"] is False
         assert "review budget" in answer["response"]["status"]["message"]
 
@@ -85,13 +78,9 @@ class TestBudget:
         def labels(pv: Mapping[str, Any]) -> Mapping[str, str]:
             return {"topology.kubernetes.io/zone": "eastus-1", "topology.kubernetes.io/region": "eastus"}
 
-        srv = start(tls, lambda body: review.review(body, labels_for_volume=labels), review_budget=budget.for_reviews(2))
-        try:
-            with connect(srv, tls.ca_file) as sock:
-                answers = [post_review(sock) for _ in range(3)]
-        finally:
-            srv.shutdown()
-            srv.server_close()
+        with serving(tls, lambda body: review.review(body, labels_for_volume=labels),
+                     review_budget=budget.for_reviews(2)) as srv, connect(srv, tls.ca_file) as sock:
+            answers = [post_review(sock) for _ in range(3)]
         assert all(status == 200 and "patch" in answer["response"] for status, answer in answers)
         assert reviews_counted(srv, "patched") == 3 and reviews_counted(srv, "late") == 0
 
@@ -216,15 +205,8 @@ class TestSilentArm:
             config = AzureConfig.from_mapping({"subscriptionId": subscription, "resourceGroup": "rg",
                                                "location": "westus"}, environ={})
             provider = AzureProvider(config, credential=FakeCredential(), resource_manager_url=f"https://127.0.0.1:{port}")
-            srv = start(tls, lambda body: review.review(body, labels_for_volume=provider.labels_for_volume),
-                        review_budget=budget.for_reviews(0.5))
-            try:
-                with connect(srv, tls.ca_file) as sock:
-                    started = time.monotonic()
-                    _, answer = post_review(sock)
-                    elapsed = time.monotonic() - started
-            finally:
-                srv.shutdown()
-                srv.server_close()
+            with serving(tls, lambda body: review.review(body, labels_for_volume=provider.labels_for_volume),
+                         review_budget=budget.for_reviews(0.5)) as srv, connect(srv, tls.ca_file) as sock:
+                _, answer, elapsed = timed_review(sock)
         assert elapsed < 1.5 and answer["response"]["allowed"] is True
         assert "within the 0.5 s review budget" in answer["response"]["warnings"][0]

@@ -11,7 +11,7 @@ import pytest
 
 from cloudzones.services.webhook import server as webhook_server
 from cloudzones.testing.tls import TlsFiles, make_tls_files
-from tests.webhook_client import REVIEW, connect, exchange, post_review, start
+from tests.webhook_client import REVIEW, connect, exchange, post_review, serving, start
 
 
 @pytest.fixture(scope="module")
@@ -23,10 +23,8 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 @pytest.fixture
 def running(tls: TlsFiles) -> Iterator[webhook_server.WebhookServer]:
     """A server with short limits so the tests stay fast."""
-    server = start(tls, request_seconds=1.0, idle_seconds=5.0, connections=4)
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(tls, request_seconds=1.0, idle_seconds=5.0, connections=4) as server:
+        yield server
 
 
 class TestHostileRequests:
@@ -122,8 +120,7 @@ class TestConnectionLimits:
     @pytest.mark.parametrize("handshake", [True, False], ids=["after-a-review", "never-said-hello"])
     def test_idle_connection_closed(self, tls: TlsFiles, handshake: bool) -> None:
         """An idle keep-alive connection, or one that never starts TLS, is closed after idle_seconds."""
-        srv = start(tls, request_seconds=1.0, idle_seconds=0.5)
-        try:
+        with serving(tls, request_seconds=1.0, idle_seconds=0.5) as srv:
             host, port = srv.server_address[:2]
             sock = socket.create_connection((str(host), port), timeout=10)
             if handshake:
@@ -137,9 +134,6 @@ class TestConnectionLimits:
                 except (ConnectionResetError, ssl.SSLError):
                     closed = True
                 elapsed = time.monotonic() - started
-        finally:
-            srv.shutdown()
-            srv.server_close()
         assert closed and 0.4 <= elapsed < 2.0
 
     def test_server_close_closes_idle_connections(self, tls: TlsFiles) -> None:

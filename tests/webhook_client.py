@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import socket
 import ssl
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from cloudzones.services.webhook import budget, review
@@ -23,6 +26,18 @@ def start(tls: TlsFiles, review_fn: Any = None, *, review_budget: budget.ReviewB
     return webhook_server.serve(host="127.0.0.1", port=0, cert_file=str(tls.cert_file), key_file=str(tls.key_file),
                                 review_fn=review_fn or allow, limits=webhook_server.ServerLimits(**limits),
                                 budget=review_budget)
+
+
+@contextlib.contextmanager
+def serving(tls: TlsFiles, review_fn: Any = None, *, review_budget: budget.ReviewBudget | None = None,
+            **limits: Any) -> Iterator[webhook_server.WebhookServer]:
+    """`start`'s server, shut down and closed when the block ends (closing waits for its reviews)."""
+    server = start(tls, review_fn, review_budget=review_budget, **limits)
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def connect(server: webhook_server.WebhookServer, ca: pathlib.Path) -> ssl.SSLSocket:
@@ -56,3 +71,10 @@ REVIEW = fixture_text("admission/pv-create-azuredisk.json").encode()
 def post_review(sock: ssl.SSLSocket) -> tuple[int, dict[str, Any]]:
     """POST the fixture review on ``sock``; status and JSON answer."""
     return exchange(sock, b"POST /mutate-pv HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(REVIEW) + REVIEW)
+
+
+def timed_review(sock: ssl.SSLSocket) -> tuple[int, dict[str, Any], float]:
+    """`post_review`, and the seconds its answer took."""
+    started = time.monotonic()
+    status, answer = post_review(sock)
+    return status, answer, time.monotonic() - started
