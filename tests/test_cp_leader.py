@@ -212,8 +212,12 @@ class TestHandover:
     def test_sigterm(self, cluster: Cluster) -> None:
         """SIGTERM releases the Lease at once; the follower leads within one retry period and labels what came."""
         leader, follower, holder = cluster.pair()
-        cluster.add_node()
+        first = cluster.add_node()
         cluster.all_labelled()
+        # The labels are on the server once the PATCH lands; the leader logs it a moment later. Signalled in
+        # between, the pause that ends leading waits for that reconcile, and its log line follows "stopped
+        # leading" (CI saw it): wait for the line, so the check below is about writes begun after the signal.
+        leader.wait_for(f"labelled node {first}")
         signalled = time.time()
         leader.process.send_signal(signal.SIGTERM)
         released_seen, released = cluster.watch.until(lambda s: not s.get("holderIdentity"))
