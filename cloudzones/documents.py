@@ -18,6 +18,7 @@ Errors are `InputError` (a `ConfigError`): ``<file>: <what is wrong> (line L, co
 from __future__ import annotations
 
 import gc
+import json
 import os
 import stat
 from collections.abc import Callable, Mapping
@@ -39,6 +40,29 @@ _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 class InputError(errors.ConfigError):
     """An input file is unreadable, too large, not UTF-8, not YAML/JSON, or holds what was not expected."""
+
+
+class NestedTooDeeply(ValueError):
+    """JSON from a peer nested past the interpreter's recursion limit (about 1,000 levels)."""
+
+
+def peer_json(data: bytes | str) -> Any:
+    """JSON an API server, ARM or IMDS answered with: ``json.loads``, nesting past the recursion limit raised as
+    `NestedTooDeeply` (a ValueError, like every other reason the answer is not JSON).
+
+    The cyclic collector is off meanwhile: allocation deep inside that recursion would start collections that
+    finalize unrelated garbage (an unclosed socket's ResourceWarning) at the recursion limit, where their own
+    errors escape as "exception ignored" (a test's unraisable-exception failure, once in CI).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise NestedTooDeeply("JSON nested too deeply to read") from None
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def limit_bytes() -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import pathlib
 import subprocess
@@ -179,3 +181,56 @@ class TestNullItems:
         with pytest.raises(shapes.ShapeError) as info:
             shapes.check(value, schema)
         assert info.value.path == path and "got nothing (null)" in str(info.value)
+
+
+class TestPeerJson:
+    """peer_json: an API's JSON answer, nesting past the recursion limit a ValueError, no collection meanwhile."""
+
+    def test_values_and_errors(self) -> None:
+        """JSON decodes; not JSON and nesting too deep are ValueErrors, the latter NestedTooDeeply."""
+        assert documents.peer_json(b'{"a": [1]}') == {"a": [1]}
+        with pytest.raises(ValueError):
+            documents.peer_json(b"{nope")
+        with pytest.raises(documents.NestedTooDeeply):
+            documents.peer_json(b"[" * 100_000 + b"]" * 100_000)
+
+    def test_no_finalizer_runs_at_the_recursion_limit(self) -> None:
+        """Garbage waiting for the collector is not finalized deep inside the parse, where its finalizer has no
+        stack left (CI once saw five such finalizers fail), and the collector is on again afterwards."""
+        headrooms: list[int] = []
+
+        class Cycle:
+            def __init__(self) -> None:
+                self.me = self
+
+            def __del__(self) -> None:
+                headrooms.append(headroom())
+
+        deep, threshold = b"[" * 100_000 + b"]" * 100_000, gc.get_threshold()
+        gc.collect()  # before the cycle is made: it must be young, for the first collection to take it
+        held = [Cycle()]
+        # The first collection comes after this many new objects: one list per level, so 10 levels short of the
+        # recursion limit. json.loads with the collector on finalizes the cycle there, with ~10 frames to spare.
+        gc.set_threshold(headroom() - 10, 1, 1)
+        try:
+            held.clear()  # garbage now: only the collector can free it
+            with pytest.raises(documents.NestedTooDeeply):
+                documents.peer_json(deep)
+        finally:
+            gc.set_threshold(*threshold)
+        gc.collect()
+        assert len(headrooms) == 1 and headrooms[0] > 100 and gc.isenabled(), headrooms
+
+
+def headroom() -> int:
+    """How many more nested Python calls the recursion limit allows here."""
+    depth = 0
+
+    def deeper() -> None:
+        nonlocal depth
+        depth += 1
+        deeper()
+
+    with contextlib.suppress(RecursionError):
+        deeper()
+    return depth

@@ -15,7 +15,6 @@ methods validate them): an unknown field is refused before any request, timestam
 from __future__ import annotations
 
 import builtins
-import json
 import logging
 import os
 import random
@@ -27,7 +26,7 @@ import kubernetes.client
 import kubernetes.config
 import urllib3
 
-from cloudzones import errors, shapes
+from cloudzones import documents, errors, shapes
 from cloudzones import retry as retry_
 from cloudzones.kube import kubeconfig
 from cloudzones.kube.resources import RESOURCES, Resource
@@ -55,7 +54,7 @@ def translate(exc: BaseException, what: str) -> errors.KubeApiError:
     if isinstance(exc, kubernetes.client.ApiException) and exc.status:
         status_body: dict[str, Any] = {}
         try:
-            parsed = json.loads(exc.body or "")
+            parsed = documents.peer_json(exc.body or "")
             status_body = parsed if isinstance(parsed, dict) else {}
         except ValueError:
             pass
@@ -71,12 +70,12 @@ def translate(exc: BaseException, what: str) -> errors.KubeApiError:
 
 def _decode(data: bytes, what: str) -> dict[str, Any]:
     try:
-        decoded = json.loads(data)
+        decoded = documents.peer_json(data)
+    except documents.NestedTooDeeply:
+        raise errors.KubeApiError(f"{what}: the API server answered with JSON nested too deeply to read") from None
     except ValueError as exc:
         raise errors.KubeApiError(f"{what}: the API server answered with something that is not JSON: "
                                   f"{data[:200]!r}") from exc
-    except RecursionError:
-        raise errors.KubeApiError(f"{what}: the API server answered with JSON nested too deeply to read") from None
     if not isinstance(decoded, dict):
         raise errors.KubeApiError(f"{what}: the API server answered with {decoded!r}, not an object")
     return decoded

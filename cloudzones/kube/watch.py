@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import socket
 import threading
 from collections.abc import Iterator, Mapping
@@ -16,7 +15,7 @@ from typing import Any
 
 import urllib3
 
-from cloudzones import errors
+from cloudzones import documents, errors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +84,7 @@ class WatchStream:
 
     def _event(self, line: bytes) -> WatchEvent:
         try:
-            data = json.loads(line)
+            data = documents.peer_json(line)
             kind, obj = data["type"], data["object"]
         except (ValueError, KeyError, TypeError) as exc:
             raise errors.KubeApiError(f"{self._what} sent a line that is not a watch event: {line[:200]!r}") from exc

@@ -22,7 +22,7 @@ from azure.core.pipeline import PipelineRequest, PipelineResponse
 from azure.core.pipeline.policies import RetryPolicy
 from azure.mgmt.core.tools import get_arm_endpoints
 
-from cloudzones import errors, retry, shapes
+from cloudzones import documents, errors, retry, shapes
 from providers.azure.throttle import ThrottleGate
 
 _CLOUDS = {
@@ -197,7 +197,8 @@ def is_not_found(exc: BaseException) -> bool:
 def reading(action: str) -> Iterator[None]:
     """Within: an unreadable ARM answer to ``action`` becomes one `CloudApiError` saying what was wrong.
 
-    JSON nested past the parser raises RecursionError (in azure-core's decode policy or ours); text that
+    JSON nested past the parser raises RecursionError in azure-core's decode policy (`NestedTooDeeply` in
+    ours, `documents.peer_json`); text that
     is not JSON or not UTF-8, a body the SDK cannot deserialize into its models (its
     DeserializationError) and `expect` raise ValueError; `shapes.check` raises `shapes.ShapeError`; the
     SDK's generated pagers take every page for an object (``deserialized.get("value")``) and raise
@@ -205,7 +206,7 @@ def reading(action: str) -> Iterator[None]:
     """
     try:
         yield
-    except RecursionError:
+    except (RecursionError, documents.NestedTooDeeply):
         raise errors.CloudApiError(f"ARM {action}: the answer is JSON nested too deeply to read") from None
     except shapes.ShapeError as exc:
         raise errors.CloudApiError(f"ARM {action}: unexpected answer: {exc}") from None

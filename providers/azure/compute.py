@@ -7,7 +7,6 @@ nodes should not keep 5,000 full SDK models alive.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -19,7 +18,7 @@ from azure.mgmt.compute import models as compute_models
 # use the one for the hot list so that the request stays exactly the SDK's while we skip its model layer.
 from azure.mgmt.compute.operations import _operations
 
-from cloudzones import shapes
+from cloudzones import documents, shapes
 from providers.azure import arm
 
 T = TypeVar("T")
@@ -168,7 +167,7 @@ class ComputeApi(arm.ArmApi):
             response = self.client.send_request(request, stream=True)
             body = response.read()
             response.raise_for_status()
-            page = json.loads(body)
+            page = documents.peer_json(body)
             if not isinstance(page, dict):
                 raise ValueError(f"expected a page of instances, got {shapes.describe(page)}")
             shapes.check(page, _PAGE)

@@ -7,12 +7,11 @@ api-version 2017-12-01) gets its ``platformFaultDomain``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from cloudzones import errors
+from cloudzones import documents, errors
 from cloudzones.topology import Topology, make_zone, normalize_region
 from providers import metadata
 
@@ -87,11 +86,11 @@ def fetch_instance_metadata(client: metadata.MetadataClient, *, imds_url: str = 
         raise errors.MetadataError(
             f"Azure IMDS refused the request with HTTP {response.status}: {_error_text(response.text)}")
     try:
-        body = json.loads(response.text)
+        body = documents.peer_json(response.text)
+    except documents.NestedTooDeeply:
+        raise errors.MetadataError("Azure IMDS returned JSON nested too deeply to read") from None
     except ValueError as exc:
         raise errors.MetadataError(f"Azure IMDS returned invalid JSON: {response.text[:80]!r}") from exc
-    except RecursionError:
-        raise errors.MetadataError("Azure IMDS returned JSON nested too deeply to read") from None
     if not isinstance(body, dict):
         raise errors.MetadataError(f"Azure IMDS returned {type(body).__name__}, not an object")
     return body
@@ -99,8 +98,8 @@ def fetch_instance_metadata(client: metadata.MetadataClient, *, imds_url: str = 
 
 def _error_text(text: str) -> str:
     try:
-        body = json.loads(text)
-    except (ValueError, RecursionError):
+        body = documents.peer_json(text)
+    except ValueError:
         return text[:200] or "(empty body)"
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         return str(body["error"])
