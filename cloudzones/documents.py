@@ -13,6 +13,9 @@ input is handled once, here:
 - nesting deeper than `MAX_DEPTH` and integers longer than Python's digit limit are refused with their place.
 
 Errors are `InputError` (a `ConfigError`): ``<file>: <what is wrong> (line L, column C)``.
+
+JSON that a peer answers with (the API server, ARM, IMDS) is decoded by `peer_json`, also here, so that its
+nesting is handled the same way wherever it arrives.
 """
 
 from __future__ import annotations
