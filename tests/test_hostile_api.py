@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from cloudzones import errors, kube
 from cloudzones.cli import kubectl, main
 
 ANSWERS = {
@@ -29,6 +30,13 @@ ANSWERS = {
                                                               "extra": json.loads("[" * 100 + "]" * 100)}]}).encode(),
                        "nested more than 64 levels deep"),
 }
+WATCH_ANSWERS = {
+    "object not a mapping": (b'{"type": "ADDED", "object": 5}\n', "'ADDED' event whose object is a number"),
+    "not an event": (b'{"type": "ADDED"}\n', "sent a line that is not a watch event"),
+    "nested past the parser": (b'{"type": "ADDED", "object": ' + b"[" * 5000 + b"]" * 5000 + b"}\n",
+                               "sent a line that is not a watch event"),
+}
+"""What a watch (an informer's, in every service) may be sent instead of events."""
 COMMANDS = [["report"], ["plan", "outage", "--zone", "eastus-1"], ["plan", "locality", "-n", "longhorn-system"],
             ["plan", "replication", "--name", "logs", "-n", "loki"]]
 
@@ -50,7 +58,7 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def api(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[str]:
     """A kubeconfig for a loopback server that answers every GET with ``request.param``'s bytes."""
-    handler = type("Handler", (_Hostile,), {"answer": ANSWERS[request.param][0]})
+    handler = type("Handler", (_Hostile,), {"answer": {**ANSWERS, **WATCH_ANSWERS}[request.param][0]})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     path = tmp_path / "kubeconfig"
@@ -79,3 +87,23 @@ class TestHostileApiServer:
         if argv == ["report"]:
             assert kubectl.main(["report", "--kubeconfig", api]) == 1
             assert says in capsys.readouterr().err
+
+
+class TestHostileToServices:
+    """The client the services' informers list and watch through: a hostile page or event is one KubeApiError
+    (an informer logs it as one warning and retries), never an exception from inside the informer's thread."""
+
+    @pytest.mark.parametrize("api", ["item not a mapping", "items not a list", "nested past the parser"],
+                             indirect=True)
+    def test_list(self, api: str, request: pytest.FixtureRequest) -> None:
+        """Each page is checked before any item is keyed."""
+        with pytest.raises(errors.KubeApiError) as info, kube.KubeClient.from_kubeconfig(api) as client:
+            client.list(kube.NODES)
+        assert ANSWERS[request.node.callspec.params["api"]][1] in str(info.value)
+
+    @pytest.mark.parametrize("api", list(WATCH_ANSWERS), indirect=True)
+    def test_watch(self, api: str, request: pytest.FixtureRequest) -> None:
+        """Each line is checked before it becomes an event."""
+        with pytest.raises(errors.KubeApiError) as info, kube.KubeClient.from_kubeconfig(api) as client:
+            list(client.watch(kube.NODES, resource_version="1", timeout_seconds=5))
+        assert WATCH_ANSWERS[request.node.callspec.params["api"]][1] in str(info.value)

@@ -82,11 +82,16 @@ def _decode(data: bytes, what: str) -> dict[str, Any]:
 
 
 def _list_page(page: dict[str, Any], what: str) -> dict[str, Any]:
-    """``page`` when it has the shape of a List (``items`` a list, ``metadata`` a mapping, either absent)."""
+    """``page`` when it has the shape of a List (``items`` a list of mappings, ``metadata`` a mapping, either
+    absent): an informer keys every item by its metadata, and a number there would fail in its thread."""
     for field, kind in (("items", list), ("metadata", dict)):
         if page.get(field) is not None and not isinstance(page[field], kind):
             raise errors.KubeApiError(f"{what}: the API server answered with a list whose {field} is "
                                       f"{shapes.describe(page[field])}")
+    for index, item in enumerate(page.get("items") or ()):
+        if type(item) is not dict:
+            raise errors.KubeApiError(f"{what}: the API server answered with items[{index}]: expected a mapping, "
+                                      f"got {shapes.describe(item)}")
     return page
 
 

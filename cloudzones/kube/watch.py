@@ -15,7 +15,7 @@ from typing import Any
 
 import urllib3
 
-from cloudzones import documents, errors
+from cloudzones import documents, errors, shapes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +90,9 @@ class WatchStream:
             raise errors.KubeApiError(f"{self._what} sent a line that is not a watch event: {line[:200]!r}") from exc
         if kind == "ERROR":
             raise error_from_status(obj if isinstance(obj, Mapping) else {}, self._what)
+        if not isinstance(obj, dict):
+            raise errors.KubeApiError(f"{self._what} sent a {kind!r:.40} event whose object is "
+                                      f"{shapes.describe(obj)}, not a mapping")
         return WatchEvent(kind, obj)
 
     def stop(self) -> None:
