@@ -234,12 +234,7 @@ class TestConstruction:
 
     def _kubeconfig(self, tmp_path: Path, server: str) -> Path:
         path = tmp_path / "config"
-        path.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": server}}],
-            "users": [{"name": "u", "user": {"token": "s3cret"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-        }))
+        path.write_text(yaml.safe_dump(_config({"server": server}, user={"token": "s3cret"})))
         return path
 
     def test_from_kubeconfig(self, api: FakeKubeApi, tmp_path: Path) -> None:

@@ -64,8 +64,8 @@ def check_configuration(config: Any, source: str) -> None:
     if not usable:
         raise errors.ConfigError(f"kubeconfig {source}: server {host!r:.80} is not an http:// or https:// URL "
                                  "with a host")
-    _load_tls(source, "certificate authority", lambda: ssl.create_default_context(cafile=config.ssl_ca_cert)
-              if config.ssl_ca_cert else None)
+    if config.ssl_ca_cert:
+        _load_tls(source, "certificate authority", lambda: ssl.create_default_context(cafile=config.ssl_ca_cert))
     if config.cert_file:
         _load_tls(source, "client certificate and key",
                   lambda: ssl.create_default_context().load_cert_chain(config.cert_file, config.key_file))
