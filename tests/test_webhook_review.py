@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cloudzones import errors, labels
-from cloudzones.services.webhook.review import MalformedReview, review
+from cloudzones.services.webhook.review import MalformedReview, patch_for, review
 from tests.conftest import fixture_body
 
 ZONED = {labels.REGION: "westus2", labels.ZONE: "westus2-1", labels.BETA_REGION: "westus2", labels.BETA_ZONE: "westus2-1"}
@@ -133,3 +133,30 @@ class TestReview:
         assert answer["response"]["uid"] == body["request"]["uid"] and answer["response"]["allowed"] is True
         if "patch" in answer["response"] and isinstance(junk, dict):
             apply(answer, junk)
+
+
+METADATA_SHAPES = [None, {}, {"labels": None}, {"labels": "x"}, {"labels": {}}, {"labels": {"team": "a"}},
+                   {"labels": {labels.ZONE: "westus2-1"}}]
+SPEC_SHAPES = [None, {}, {"nodeAffinity": None}, {"nodeAffinity": []}, {"nodeAffinity": {}},
+               {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                   {"key": "pool", "operator": "In", "values": ["b"]}]}]}}}]
+LABEL_SETS = [ZONED, {labels.REGION: "westus2", labels.ZONE: "westus2-3"}, {labels.REGION: "westus2"},
+              {"team": "b"}]
+
+
+class TestEncodedPatch:
+    """The patch a review carries is `patch_for`'s, whether or not its encoding was remembered."""
+
+    @pytest.mark.parametrize("metadata", METADATA_SHAPES)
+    @pytest.mark.parametrize("spec", SPEC_SHAPES)
+    def test_every_shape(self, metadata: Any, spec: Any) -> None:
+        """Each PV shape, under each label set in turn (zones alternate, so a stale memo shows)."""
+        pv: dict[str, Any] = {"apiVersion": "v1", "kind": "PersistentVolume"}
+        if metadata is not None:
+            pv["metadata"] = copy.deepcopy(metadata)
+        if spec is not None:
+            pv["spec"] = copy.deepcopy(spec)
+        for found in LABEL_SETS * 2:
+            answer = review(request(object=pv), labels_for_volume=lambda pv, found=found: found)
+            ops = json.loads(base64.b64decode(answer["response"]["patch"])) if "patch" in answer["response"] else []
+            assert ops == patch_for(pv, found)
