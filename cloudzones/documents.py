@@ -15,7 +15,8 @@ input is handled once, here:
 Errors are `InputError` (a `ConfigError`): ``<file>: <what is wrong> (line L, column C)``.
 
 JSON that a peer answers with (the API server, ARM, IMDS) is decoded by `peer_json`, also here, so that its
-nesting is handled the same way wherever it arrives.
+nesting is handled the same way wherever it arrives; `peer_json_reader` reads only the fields a hot caller
+needs, typed, from large answers.
 """
 
 from __future__ import annotations
@@ -66,6 +67,35 @@ def peer_json(data: bytes | str) -> Any:
     finally:
         if enabled:
             gc.enable()
+
+
+def peer_json_reader(shape: Any) -> Callable[[bytes], Any]:
+    """A reader of JSON a peer answered with that keeps only the fields of ``shape`` (TypedDicts), typed.
+
+    For large answers of which little is read (ARM's scale-set instance pages: 3-10 KB an instance, five
+    fields kept): msgspec checks the types as it reads and skips everything else without building it,
+    5x less CPU than `peer_json` and a walk over the result. An answer that is not valid UTF-8, nested
+    too deeply, or does not fit ``shape`` is a ValueError (`NestedTooDeeply` for nesting) whose words are
+    msgspec's; callers that owe their user a better message read it again with `peer_json`.
+    """
+    decoder = msgspec.json.Decoder(shape)
+
+    def read(data: bytes) -> Any:
+        enabled = gc.isenabled()
+        gc.disable()  # as in peer_json: no collection deep inside the recursion
+        try:
+            # Decoded first: msgspec does not check the UTF-8 of strings it skips, and a peer's answer
+            # that is not UTF-8 is refused whichever fields are read.
+            return decoder.decode(data.decode("utf-8"))
+        except RecursionError:
+            raise NestedTooDeeply("JSON nested too deeply to read") from None
+        except msgspec.MsgspecError as exc:
+            raise ValueError(str(exc)) from None
+        finally:
+            if enabled:
+                gc.enable()
+
+    return read
 
 
 def limit_bytes() -> int:

