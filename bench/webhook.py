@@ -29,6 +29,10 @@ longer. Latency at a load below saturation is measured in an open loop (``--open
 1,000 reviews/s over the largest client count, each connection on its own schedule, latency counted
 from the scheduled send time).
 
+Last, for the largest client count, a run of each side with its review function timed from inside the
+server (mean per review) beside the same function in a tight loop (best of 5): between TLS reads and writes the
+caches are cold, and decoding the body alone costs several times what it does in a loop.
+
 Goals: throughput review / no-op >= 0.9 at 1, 4 and 16 clients; p99 < 5 ms at 16 clients on loopback.
 
 Run:  PYTHONPATH=. python bench/webhook.py [--reviews 5000] [--clients 1,4,16] [--rounds 5]
@@ -53,6 +57,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import timeit
 from collections.abc import Callable
 from typing import Any
 
@@ -233,6 +238,29 @@ def measure(name: str, review_fn: Callable[[bytes], dict[str, Any]], load: Load,
             "server_under_5ms": samples[("cloudzones_webhook_review_seconds_bucket", "0.005")] / answered}
 
 
+def inside(review_fn: Callable[[bytes], dict[str, Any]], load: Load, *, tls: Any, threads: int,
+           body: bytes) -> tuple[float, float]:
+    """Mean seconds inside ``review_fn`` per review in the server under load, and in a tight loop on its own.
+
+    A separate run, not one of the ratios' (the timer costs the same on every side, but it is not what the
+    service runs): it shows what a review costs between TLS reads and writes, where the caches are cold.
+    """
+    spent = [0.0, 0]
+
+    def timed(data: bytes) -> dict[str, Any]:
+        began = time.perf_counter()
+        try:
+            return review_fn(data)
+        finally:
+            spent[0] += time.perf_counter() - began
+            spent[1] += 1
+
+    measure("timed", timed, load, tls=tls, threads=threads)
+    loops = 4_000
+    tight = min(timeit.repeat(lambda: review_fn(body), number=loops, repeat=5)) / loops
+    return spent[0] / max(1, int(spent[1])), tight
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reviews", type=int, default=5000, help="timed reviews per side and round")
@@ -289,6 +317,11 @@ def main() -> None:
                                 + (" (goal < 5 ms)" if threads == max(counts) else "")
                                 + f"; review / allow-all {allow_all:.2f}; as the service runs it (under its review "
                                 f"budget) {service:.2f}, p99 {medians['service']['p99'] * 1000:.2f} ms")
+            costs = {name: inside(fn, load, tls=tls, threads=max(counts), body=body)
+                     for name, fn, review_budget in SIDES if review_budget is None}
+            verdicts.append(f"{generator:6s} {max(counts):2d} clients, inside the review function (a run of its own): "
+                            + ", ".join(f"{name} {server_s * 1e6:.1f} us in the server, {loop_s * 1e6:.1f} in a "
+                                        f"tight loop" for name, (server_s, loop_s) in costs.items()))
             if args.open_loop_rate:
                 paced = measure("review", real_review, load, tls=tls, threads=max(counts), rate=args.open_loop_rate)
                 verdicts.append(f"{generator:6s} {max(counts):2d} clients, open loop at {args.open_loop_rate:.0f} "
