@@ -1,7 +1,9 @@
-"""Tests for the fake API server's pure parts: label and field selectors, and the three patch formats."""
+"""Tests for the fake API server's pure parts: label and field selectors, the three patch formats, tree copies."""
 
 from __future__ import annotations
 
+import collections
+import copy
 from typing import Any
 
 import jsonpatch
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 from cloudzones.testing import _kube_patch as patches
 from cloudzones.testing import _kube_selectors as selectors
+from cloudzones.testing._json_tree import copy_tree
 
 
 def _node(**labels: str) -> dict[str, Any]:
@@ -241,3 +244,37 @@ class TestJsonPatch:
         """Malformed operations are refused with PatchError."""
         with pytest.raises(patches.PatchError):
             patches.json_patch({"a": 1}, ops)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+                    max_leaves=30)
+
+
+def _containers(value: Any) -> list[int]:
+    """The ids of every dict and list inside ``value``."""
+    if isinstance(value, dict):
+        return [id(value), *(i for v in value.values() for i in _containers(v))]
+    if isinstance(value, list):
+        return [id(value), *(i for v in value for i in _containers(v))]
+    return []
+
+
+class TestCopyTree:
+    """copy_tree copies JSON-shaped data as deepcopy does, and leaves other objects to deepcopy."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(JSON)
+    def test_equal_and_unshared(self, value: Any) -> None:
+        """The copy equals the original and shares none of its dicts and lists."""
+        copied = copy_tree(value)
+        assert copied == copy.deepcopy(value)
+        assert not set(_containers(copied)) & set(_containers(value))
+
+    def test_other_objects_deep_copied(self) -> None:
+        """A tuple or an OrderedDict (a caller's, in-process) is deep-copied, its type kept."""
+        inner = {"a": [1]}
+        value = {"t": (inner,), "o": collections.OrderedDict(x=inner)}
+        copied = copy_tree(value)
+        assert type(copied["o"]) is collections.OrderedDict and copied == value
+        assert copied["t"][0] is not inner and copied["o"]["x"] is not inner

@@ -13,9 +13,10 @@ dropped, as the apiserver's decoding drops them.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
+
+from cloudzones.testing._json_tree import copy_tree
 
 
 class PatchError(ValueError):
@@ -25,7 +26,7 @@ class PatchError(ValueError):
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: maps merge recursively, ``null`` removes a key, anything else replaces."""
     if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
+        return copy_tree(patch)
     result: dict[str, Any] = dict(target) if isinstance(target, Mapping) else {}
     for key, value in patch.items():
         if value is None:
@@ -62,7 +63,7 @@ def _strip_directives(value: Any) -> Any:
         return {k: _strip_directives(v) for k, v in value.items() if not str(k).startswith("$")}
     if isinstance(value, list):
         return [_strip_directives(v) for v in value]
-    return copy.deepcopy(value)
+    return copy_tree(value)
 
 
 def _merge_sorted(left: list[Any], right: list[Any], server_order: list[Any], ident: Any) -> list[Any]:
@@ -107,7 +108,7 @@ def _merge_keyed_list(current: list[Any], patch: list[Any], key: str, order: lis
             continue
         old = next((o for o in current if isinstance(o, Mapping) and o.get(key) == item[key]), None)
         patched.append(strategic_merge_patch(old or {}, item))
-    server_only = [copy.deepcopy(o) for o in current if json_key(ident(o)) not in touched]
+    server_only = [copy_tree(o) for o in current if json_key(ident(o)) not in touched]
     return _merge_sorted(server_only, _in_order(patched, order, ident), current, ident)
 
 
@@ -130,7 +131,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
         return {k: _strip_directives(v) for k, v in patch.items() if k != "$patch"}
     if patch.get("$patch") == "delete":
         return None
-    result: dict[str, Any] = copy.deepcopy(dict(target)) if isinstance(target, Mapping) else {}
+    result: dict[str, Any] = copy_tree(dict(target)) if isinstance(target, Mapping) else {}
     orders = {key.removeprefix("$setElementOrder/"): value for key, value in patch.items()
               if key.startswith("$setElementOrder/") and isinstance(value, list)}
     for key, value in patch.items():
@@ -243,7 +244,7 @@ def json_patch(target: Any, operations: Any) -> Any:
     """RFC 6902 operations (add, remove, replace, move, copy, test) applied to a copy of ``target``."""
     if not isinstance(operations, list):
         raise PatchError(f"a JSON patch must be a list of operations, got {type(operations).__name__}")
-    doc = copy.deepcopy(target)
+    doc = copy_tree(target)
     for operation in operations:
         if not isinstance(operation, Mapping) or "op" not in operation or "path" not in operation:
             raise PatchError(f"malformed JSON patch operation {operation!r}")
@@ -251,9 +252,9 @@ def json_patch(target: Any, operations: Any) -> Any:
         if op in ("add", "replace", "test") and "value" not in operation:
             raise PatchError(f"JSON patch operation {op!r} at {path!r} needs a value")
         if op == "add":
-            doc = _add(doc, path, copy.deepcopy(operation["value"]))
+            doc = _add(doc, path, copy_tree(operation["value"]))
         elif op == "replace":
-            doc = _add(doc, path, copy.deepcopy(operation["value"]), replace=True)
+            doc = _add(doc, path, copy_tree(operation["value"]), replace=True)
         elif op == "remove":
             _remove(doc, path)
         elif op in ("move", "copy"):
@@ -265,7 +266,7 @@ def json_patch(target: Any, operations: Any) -> Any:
                 continue
             if op == "move" and path.startswith(source + "/"):
                 raise PatchError(f"cannot move {source!r} into its own child {path!r}")
-            value = _remove(doc, source) if op == "move" else copy.deepcopy(_get(doc, source))
+            value = _remove(doc, source) if op == "move" else copy_tree(_get(doc, source))
             doc = _add(doc, path, value)
         elif op == "test":
             if _get(doc, path) != operation["value"]:

@@ -44,7 +44,6 @@ Not served (each pinned by a test in ``tests/test_kube_contract.py::TestKnownGap
 
 from __future__ import annotations
 
-import copy
 import datetime
 import threading
 from collections.abc import Callable, Mapping
@@ -56,6 +55,7 @@ from cloudzones.testing import _kube_server as server
 from cloudzones.testing import _kube_status as kstatus
 from cloudzones.testing import _kube_store as store
 from cloudzones.testing import _kube_watch as watch
+from cloudzones.testing._json_tree import copy_tree
 
 _Records = list[faults.RequestRecord]
 _Faults = list[faults.Fault]
@@ -119,11 +119,11 @@ class FakeKubeApi:
     # -- objects, in-process (no HTTP, no faults, not logged; watches see the changes) ------
     def create(self, resource: str, obj: Mapping[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Store a new object (``status`` included); returns a copy as stored."""
-        return copy.deepcopy(self.store.create(resource, obj, namespace))
+        return copy_tree(self.store.create(resource, obj, namespace))
 
     def get(self, resource: str, name: str, *, namespace: str = "") -> dict[str, Any]:
         """A copy of an object; `ApiStatusError` (404) when absent."""
-        return copy.deepcopy(self.store.get(resource, name, namespace))
+        return copy_tree(self.store.get(resource, name, namespace))
 
     def find(self, resource: str, name: str, *, namespace: str = "") -> dict[str, Any] | None:
         """A copy of an object, or None when absent."""
@@ -136,21 +136,21 @@ class FakeKubeApi:
              label_selector: str | None = None) -> _Objects:
         """Copies of the objects (of ``namespace``, or all), sorted by namespace and name."""
         items, _ = self.store.list(resource, namespace, selectors.label_matcher(label_selector))
-        return copy.deepcopy(items)
+        return copy_tree(items)
 
     def update(self, resource: str, obj: Mapping[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Replace an object, every field including ``status`` (409 on a stale resourceVersion)."""
-        return copy.deepcopy(self.store.update(resource, obj, namespace, subresource=store.ALL))
+        return copy_tree(self.store.update(resource, obj, namespace, subresource=store.ALL))
 
     def patch(self, resource: str, name: str, patch: Any, *, namespace: str | None = None,
               patch_type: str = "merge") -> dict[str, Any]:
         """Patch an object (``merge``, ``strategic`` or ``json``), ``status`` included."""
-        return copy.deepcopy(self.store.patch(resource, name, patch, _PATCH_TYPES[patch_type], namespace,
+        return copy_tree(self.store.patch(resource, name, patch, _PATCH_TYPES[patch_type], namespace,
                                               subresource=store.ALL))
 
     def delete(self, resource: str, name: str, *, namespace: str | None = None) -> dict[str, Any]:
         """Delete an object (or mark it while it has finalizers); returns its last state."""
-        return copy.deepcopy(self.store.delete(resource, name, namespace))
+        return copy_tree(self.store.delete(resource, name, namespace))
 
     @property
     def resource_version(self) -> int:
