@@ -160,3 +160,14 @@ class TestEncodedPatch:
             answer = review(request(object=pv), labels_for_volume=lambda pv, found=found: found)
             ops = json.loads(base64.b64decode(answer["response"]["patch"])) if "patch" in answer["response"] else []
             assert ops == patch_for(pv, found)
+
+    def test_long_values_not_remembered(self) -> None:
+        """Labels no API server would accept (a 100,000-character zone) are answered but not remembered."""
+        from cloudzones.services.webhook import review as reviews
+
+        huge = {labels.REGION: "westus2", labels.ZONE: "westus2-" + "9" * 100_000}
+        before = reviews._plain_patch.cache_info().currsize
+        answer = review(request(), labels_for_volume=lambda pv: huge)
+        assert json.loads(base64.b64decode(answer["response"]["patch"])) == patch_for(request()["request"]["object"],
+                                                                                      huge)
+        assert reviews._plain_patch.cache_info().currsize == before

@@ -84,11 +84,18 @@ _PLAIN_PV: Mapping[str, Any] = {"metadata": {}, "spec": {}}
 """What `patch_for` sees of a PV whose metadata has no labels and whose spec has no node affinity."""
 
 
+def _rememberable(new_labels: Mapping[str, str]) -> bool:
+    # Labels the API server could accept (a few, keys <= 317 and values <= 63 characters): a hostile or
+    # broken cloud answer with megabyte-long values is answered, but not kept 256 times over.
+    return len(new_labels) <= 8 and all(type(k) is str and type(v) is str and len(k) <= 317 and len(v) <= 63
+                                        for k, v in new_labels.items())
+
+
 def _encoded_patch(pv: Mapping[str, Any], new_labels: Mapping[str, str]) -> str:
     """`patch_for`, base64-encoded as a review answer carries it."""
     metadata, spec = pv.get("metadata"), pv.get("spec")
     if (_is_map(metadata) and not _is_map(metadata.get("labels"))
-            and _is_map(spec) and not _is_map(spec.get("nodeAffinity"))):
+            and _is_map(spec) and not _is_map(spec.get("nodeAffinity")) and _rememberable(new_labels)):
         return _plain_patch(tuple(new_labels.items()))
     return _encode(patch_for(pv, new_labels))
 
