@@ -248,14 +248,18 @@ class TestThrottling:
         assert info.value.retry_after == 600 and clock.sleeps == []
 
 
+LIST_EXAMPLES = [
+    "VirtualMachineScaleSetVMs_List_MaximumSet_ZonesInstanceView_2025-04-01.json",
+    "VirtualMachineScaleSetVMs_List_MinimumSet_2025-04-01.json",
+    "VirtualMachineScaleSetVMs_List_FlexWithVirtualMachineResourceId_2025-04-01.json",
+]
+"""The REST-spec examples of a scale set's instance list (fixtures/arm/compute)."""
+
+
 class TestRawInstances:
     """The hot list reads ARM's JSON directly; it must read exactly what the SDK's models say."""
 
-    @pytest.mark.parametrize("fixture", [
-        "VirtualMachineScaleSetVMs_List_MaximumSet_ZonesInstanceView_2025-04-01.json",
-        "VirtualMachineScaleSetVMs_List_MinimumSet_2025-04-01.json",
-        "VirtualMachineScaleSetVMs_List_FlexWithVirtualMachineResourceId_2025-04-01.json",
-    ])
+    @pytest.mark.parametrize("fixture", LIST_EXAMPLES)
     def test_same_as_sdk_models(self, fixture: str) -> None:
         """For every item of the REST-spec examples, raw parsing == parsing the SDK model."""
         from azure.mgmt.compute import models
@@ -282,11 +286,7 @@ def _schema(hint: Any) -> Any:
 class TestInstancePages:
     """A page of the hot list is read typed, field by field: the same instances as reading it whole."""
 
-    @pytest.mark.parametrize("fixture", [
-        "VirtualMachineScaleSetVMs_List_MaximumSet_ZonesInstanceView_2025-04-01.json",
-        "VirtualMachineScaleSetVMs_List_MinimumSet_2025-04-01.json",
-        "VirtualMachineScaleSetVMs_List_FlexWithVirtualMachineResourceId_2025-04-01.json",
-    ])
+    @pytest.mark.parametrize("fixture", LIST_EXAMPLES)
     def test_typed_read_is_the_whole_read(self, fixture: str) -> None:
         """The REST-spec examples read typed (not by the fallback) give what the whole JSON gives."""
         from providers.azure import compute
