@@ -58,10 +58,15 @@ def peer_json(data: bytes | str) -> Any:
     finalize unrelated garbage (an unclosed socket's ResourceWarning) at the recursion limit, where their own
     errors escape as "exception ignored" (a test's unraisable-exception failure, once in CI).
     """
+    return _peer_decode(json.loads, data)
+
+
+def _peer_decode(decode: Callable[[Any], Any], data: Any) -> Any:
+    """``decode(data)`` with the collector off, nesting past the recursion limit as `NestedTooDeeply`."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return json.loads(data)
+        return decode(data)
     except RecursionError:
         raise NestedTooDeeply("JSON nested too deeply to read") from None
     finally:
@@ -81,19 +86,12 @@ def peer_json_reader(shape: Any) -> Callable[[bytes], Any]:
     decoder = msgspec.json.Decoder(shape)
 
     def read(data: bytes) -> Any:
-        enabled = gc.isenabled()
-        gc.disable()  # as in peer_json: no collection deep inside the recursion
         try:
             # Decoded first: msgspec does not check the UTF-8 of strings it skips, and a peer's answer
             # that is not UTF-8 is refused whichever fields are read.
-            return decoder.decode(data.decode("utf-8"))
-        except RecursionError:
-            raise NestedTooDeeply("JSON nested too deeply to read") from None
+            return _peer_decode(decoder.decode, data.decode("utf-8"))
         except msgspec.MsgspecError as exc:
             raise ValueError(str(exc)) from None
-        finally:
-            if enabled:
-                gc.enable()
 
     return read
 
