@@ -278,3 +278,13 @@ class TestCopyTree:
         copied = copy_tree(value)
         assert type(copied["o"]) is collections.OrderedDict and copied == value
         assert copied["t"][0] is not inner and copied["o"]["x"] is not inner
+
+    def test_pruned_writes_share_nothing(self) -> None:
+        """What the store keeps of a written body (pruned) shares no part of it, odd leaves included."""
+        from cloudzones.testing._kube_store import _prune_nulls
+
+        inner = {"a": [1]}
+        body = {"metadata": {"name": "n", "labels": {}}, "spec": {"list": [inner], "tuple": (inner,), "gone": None}}
+        kept = _prune_nulls(body)
+        assert kept == {"metadata": {"name": "n"}, "spec": {"list": [{"a": [1]}], "tuple": ({"a": [1]},)}}
+        assert kept["spec"]["list"][0] is not inner and kept["spec"]["tuple"][0] is not inner
