@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import json
 from typing import Any
 
 import jsonpatch
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from cloudzones.testing import _kube_patch as patches
 from cloudzones.testing import _kube_selectors as selectors
-from cloudzones.testing._json_tree import copy_tree
+from cloudzones.testing._json_tree import copy_tree, to_json
 
 
 def _node(**labels: str) -> dict[str, Any]:
@@ -288,3 +289,24 @@ class TestCopyTree:
         kept = _prune_nulls(body)
         assert kept == {"metadata": {"name": "n"}, "spec": {"list": [{"a": [1]}], "tuple": ({"a": [1]},)}}
         assert kept["spec"]["list"][0] is not inner and kept["spec"]["tuple"][0] is not inner
+
+
+class TestToJson:
+    """to_json writes what the stdlib would mean, and still writes what orjson refuses."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False,
+                                                                                                allow_infinity=False)
+                        | st.text(max_size=5),
+                        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                    max_size=4),
+                        max_leaves=30))
+    def test_reads_back_equal(self, value: Any) -> None:
+        """JSON that reads back as the value (whatever orjson writes, it writes exactly)."""
+        assert json.loads(to_json(value)) == value
+
+    @pytest.mark.parametrize("value", [{"big": 2**70}, {"text": "\ud800"}, {1: "a"}],
+                             ids=["integer past 64 bits", "lone surrogate", "integer key"])
+    def test_what_orjson_refuses(self, value: Any) -> None:
+        """The stdlib's JSON for the values orjson cannot write (a hostile test may store them)."""
+        assert to_json(value) == json.dumps(value, separators=(",", ":")).encode()

@@ -1,16 +1,23 @@
-"""Deep copies of JSON-shaped data (dicts, lists, strings, numbers, booleans, None) for the fake API server.
+"""Deep copies and encoding of JSON-shaped data (dicts, lists, strings, numbers, booleans, None) for the fakes.
 
 Every object the fake stores, changes or hands out is copied, so that neither side can change the other's
 copy. ``copy.deepcopy`` keeps a memo of every object it has seen and dispatches on each one's type through
 Python code: it was half of the fake's CPU per write (an in-process merge PATCH of a 6.7 KB node spent
 0.69 of its 1.44 s profiled in it). Objects that came from JSON share no parts and have no cycles, so
 none of that is needed for them; anything else (a caller's tuple, an OrderedDict) is still deep-copied.
+
+`to_json` is what the fake servers answer with: the stdlib encoder was a third of the fake API server's
+CPU while it served a controller's lists and watch (5,000 nodes of 6.7 KB: 33 MB a list, as much again
+in watch events), and orjson writes the same JSON in a fifth of the time.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, TypeVar, cast
+
+import orjson
 
 T = TypeVar("T")
 
@@ -32,3 +39,13 @@ def _copy(value: Any) -> Any:
     if kind in SCALARS:
         return value
     return copy.deepcopy(value)
+
+
+def to_json(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON: orjson, or the stdlib encoder for what orjson refuses (integers past
+    64 bits, strings with lone surrogates, keys that are not strings), so a test can still serve those.
+    Infinity and NaN become null (the stdlib wrote them as JavaScript, which no JSON reader but Python's took)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(value, separators=(",", ":")).encode()

@@ -22,6 +22,7 @@ from cloudzones.testing import _kube_faults as faults
 from cloudzones.testing import _kube_selectors as selectors
 from cloudzones.testing import _kube_status as status
 from cloudzones.testing import _kube_watch as watch
+from cloudzones.testing._json_tree import to_json
 from cloudzones.testing._kube_store import KubeStore
 
 logger = logging.getLogger(__name__)
@@ -172,6 +173,9 @@ class Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body leave in one write (http.server flushes after each request; watch streams flush
+    # each chunk themselves): two writes cost a syscall each, on both sides, for every answer.
+    wbufsize = 64 * 1024
     server: Server
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -319,7 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(error.code, error.status(), headers)
 
     def _send_json(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload, separators=(",", ":")).encode()
+        data = to_json(payload)
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

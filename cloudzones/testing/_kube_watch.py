@@ -10,7 +10,6 @@ every ``bookmark_interval`` seconds if one is set, and just before ``timeoutSeco
 from __future__ import annotations
 
 import dataclasses
-import json
 import socket
 import time
 from collections.abc import Mapping
@@ -19,6 +18,7 @@ from typing import Any
 
 from cloudzones.testing import _kube_selectors as selectors
 from cloudzones.testing import _kube_status as status
+from cloudzones.testing._json_tree import to_json
 from cloudzones.testing._kube_store import Event, KubeStore
 
 DROP, CLOSE, EXPIRE = "drop", "close", "expire"
@@ -122,16 +122,16 @@ class WatchHub:
             self.store.cond.notify_all()
 
 
-def _line(kind: str, obj: Mapping[str, Any]) -> str:
-    return json.dumps({"type": kind, "object": obj}, separators=(",", ":")) + "\n"
+def _line(kind: str, obj: Mapping[str, Any]) -> bytes:
+    return to_json({"type": kind, "object": obj}) + b"\n"
 
 
-def _bookmark(rtype: status.ResourceType, rv: int) -> str:
+def _bookmark(rtype: status.ResourceType, rv: int) -> bytes:
     return _line("BOOKMARK", {"kind": rtype.kind, "apiVersion": rtype.api_version,
                               "metadata": {"resourceVersion": str(rv)}})
 
 
-def _translate(event: Event, rtype: status.ResourceType, namespace: str, options: WatchOptions) -> str | None:
+def _translate(event: Event, rtype: status.ResourceType, namespace: str, options: WatchOptions) -> bytes | None:
     """The line this stream sends for ``event``: a change of selection shows as ADDED or DELETED."""
     if event.resource != rtype.plural or (namespace and event.namespace != namespace):
         return None
@@ -153,11 +153,12 @@ def _start(handler: BaseHTTPRequestHandler) -> None:
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Transfer-Encoding", "chunked")
     handler.end_headers()
+    handler.wfile.flush()  # the client's watch call returns once it has the headers, before any event
 
 
-def _write(handler: BaseHTTPRequestHandler, lines: list[str]) -> None:
+def _write(handler: BaseHTTPRequestHandler, lines: list[bytes]) -> None:
     if lines:
-        chunk = "".join(lines).encode()
+        chunk = b"".join(lines)
         handler.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
         handler.wfile.flush()
 
@@ -196,7 +197,7 @@ class _Stream:
 
     def run(self) -> None:
         """Send the start of the stream, then follow the store until something ends it."""
-        lines: list[str] = []
+        lines: list[bytes] = []
         error: status.ApiStatusError | None = None
         with self.store.cond:
             if self.options.resource_version in ("", "0"):
@@ -229,7 +230,7 @@ class _Stream:
 
     def _step(self) -> bool:
         """Wait for something to happen and send it; False once the stream has ended."""
-        lines: list[str] = []
+        lines: list[bytes] = []
         with self.store.cond:
             wakeups = [t for t in (self.deadline, self.next_bookmark) if t is not None]
             self.store.cond.wait_for(self._ready,

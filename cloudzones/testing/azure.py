@@ -18,6 +18,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from cloudzones.testing._json_tree import to_json
 from cloudzones.testing._loopback import LoopbackServer
 from cloudzones.testing.tls import TlsFiles, make_tls_files
 from providers.azure import resource_ids
@@ -27,7 +28,7 @@ _JSON = {"Content-Type": "application/json; charset=utf-8"}
 
 
 def _reply(status: int, body: Any, headers: Mapping[str, str] | None = None) -> Reply:
-    return status, {**_JSON, **(headers or {})}, json.dumps(body).encode()
+    return status, {**_JSON, **(headers or {})}, to_json(body)
 
 
 @dataclasses.dataclass
