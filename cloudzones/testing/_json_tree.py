@@ -6,9 +6,9 @@ Python code: it was half of the fake's CPU per write (an in-process merge PATCH 
 0.69 of its 1.44 s profiled in it). Objects that came from JSON share no parts and have no cycles, so
 none of that is needed for them; anything else (a caller's tuple, an OrderedDict) is still deep-copied.
 
-`to_json` is what the fake servers answer with: the stdlib encoder was a third of the fake API server's
-CPU while it served a controller's lists and watch (5,000 nodes of 6.7 KB: 33 MB a list, as much again
-in watch events), and orjson writes the same JSON in a fifth of the time.
+`to_json` is what the fake servers answer with. The stdlib encoder took 143 ms for a list page of 1,250
+nodes of 6.7 KB and 90 us for each watch event of one: the fake API server's largest cost in serving a
+controller of 5,000 nodes beyond the PATCHes a bare loop sends too. orjson takes 9 ms and 6 us.
 """
 
 from __future__ import annotations
