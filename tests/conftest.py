@@ -6,6 +6,9 @@ import json
 import logging
 import os
 import pathlib
+import socket
+import ssl
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -89,6 +92,32 @@ def api() -> Iterator[FakeKubeApi]:
     """A fresh in-memory Kubernetes API server on loopback."""
     with FakeKubeApi() as server:
         yield server
+
+
+@pytest.fixture
+def server_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the socket writes made from threads other than the test's own (the fakes' servers),
+    plain or TLS; a TLS ``sendall`` counts once, not once per ``send`` it makes."""
+    sizes: list[int] = []
+    inside = threading.local()
+    main = threading.current_thread()
+
+    def counting(original: Any) -> Any:
+        def write(sock: socket.socket, data: Any, *args: Any) -> Any:
+            if threading.current_thread() is main or getattr(inside, "busy", False):
+                return original(sock, data, *args)
+            inside.busy = True
+            try:
+                sizes.append(len(data))
+                return original(sock, data, *args)
+            finally:
+                inside.busy = False
+        return write
+
+    for cls in (socket.socket, ssl.SSLSocket):
+        for name in ("send", "sendall"):
+            monkeypatch.setattr(cls, name, counting(getattr(cls, name)))
+    return sizes
 
 
 @pytest.fixture

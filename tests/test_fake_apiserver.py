@@ -322,6 +322,21 @@ class TestRouting:
         assert leases["kind"] == "LeaseList"
 
 
+class TestOneWrite:
+    """Each answer leaves in one write, headers and body together (two cost a syscall each, on both sides)."""
+
+    @pytest.mark.parametrize(("method", "path", "code"), [
+        ("GET", "/version", 200), ("GET", "/api/v1/nodes", 200), ("GET", "/api/v1/nodes/n", 200),
+        ("GET", "/api/v1/nodes/missing", 404), ("PATCH", "/api/v1/nodes/n", 200)])
+    def test_answers(self, api: FakeKubeApi, server_writes: list[int], method: str, path: str, code: int) -> None:
+        """A get, a list, an error and a patch: one write each, larger than the body (the headers ride along)."""
+        api.create("nodes", {"metadata": {"name": "n"}})
+        response = urllib3.request(method, api.url + path, body=b'{"metadata":{"labels":{"a":"b"}}}',
+                                   headers={"Content-Type": "application/merge-patch+json"})
+        assert response.status == code
+        assert len(server_writes) == 1 and server_writes[0] > len(response.data) > 0
+
+
 class TestFaults:
     """Fault injection, latency, and the request log."""
 

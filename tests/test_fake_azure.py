@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 import responses
+import urllib3
 
 from cloudzones import errors
 from cloudzones.testing._loopback import LoopbackServer
@@ -151,3 +152,22 @@ class TestLoopbackServer:
                     assert served.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
         finally:
             server.server_close()
+
+
+class TestLoopbackWrites:
+    """The loopback server behind FakeArm sends each answer in one write (one TLS record)."""
+
+    def test_one_write_per_answer(self, server_writes: list[int]) -> None:
+        """A list and a 404 over TLS: one write each, headers included."""
+        arm = build_arm().start()
+        try:
+            assert arm.tls is not None
+            pool = urllib3.PoolManager(ca_certs=str(arm.tls.ca_file))
+            scope = f"{arm.url}/subscriptions/{SUB}/resourceGroups/rg/providers/Microsoft.Compute"
+            for path, code in ((f"{scope}/virtualMachines", 200), (f"{scope}/virtualMachines/nope", 404)):
+                server_writes.clear()
+                response = pool.request("GET", path)
+                assert response.status == code
+                assert len(server_writes) == 1 and server_writes[0] > len(response.data) > 0
+        finally:
+            arm.stop()
