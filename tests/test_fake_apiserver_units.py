@@ -247,9 +247,17 @@ class TestJsonPatch:
             patches.json_patch({"a": 1}, ops)
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-                    max_leaves=30)
+def _json_values(numbers: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Small JSON-shaped values whose numbers come from ``numbers``."""
+    return st.recursive(st.none() | st.booleans() | numbers | st.text(max_size=5),
+                        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                    max_size=4),
+                        max_leaves=30)
+
+
+JSON = _json_values(st.integers() | st.floats(allow_nan=False))
+ORJSON_WRITABLE = _json_values(st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False))
+"""JSON values orjson writes as they are: integers within 64 bits, finite floats."""
 
 
 def _containers(value: Any) -> list[int]:
@@ -295,12 +303,7 @@ class TestToJson:
     """to_json writes what the stdlib would mean, and still writes what orjson refuses."""
 
     @settings(max_examples=200, deadline=None)
-    @given(st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False,
-                                                                                                allow_infinity=False)
-                        | st.text(max_size=5),
-                        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                    max_size=4),
-                        max_leaves=30))
+    @given(ORJSON_WRITABLE)
     def test_reads_back_equal(self, value: Any) -> None:
         """JSON that reads back as the value (whatever orjson writes, it writes exactly)."""
         assert json.loads(to_json(value)) == value
